@@ -1,0 +1,267 @@
+"""Pydantic models shared by every part of trainfix: cases (the KB), facts, and the Diagnosis.
+
+Cases are data, validated here, so a broken case file fails with a field path instead of a crash later.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Lang = Literal["en", "zh"]
+Evidence = Literal["maintainer-confirmed", "reporter-confirmed", "community-advice"]
+Likelihood = Literal["high", "medium", "low"]
+
+_URL = re.compile(r"^https?://[^\s/$.?#].[^\s]*$")
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,80}$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Bi(Strict):
+    """A text in both languages; both are required and non-empty."""
+
+    en: str = Field(min_length=1)
+    zh: str = Field(min_length=1)
+
+    def get(self, lang: str) -> str:
+        return self.zh if lang == "zh" else self.en
+
+
+class BiList(Strict):
+    en: list[str] = Field(min_length=1)
+    zh: list[str] = Field(min_length=1)
+
+    def get(self, lang: str) -> list[str]:
+        return self.zh if lang == "zh" else self.en
+
+
+class Cause(Bi):
+    likelihood: Likelihood = "medium"
+
+
+class Fix(Bi):
+    diff: str | None = None
+
+
+class Source(Strict):
+    url: str
+    title: str = Field(min_length=1)
+    lang: Lang
+
+    @field_validator("url")
+    @classmethod
+    def _is_url(cls, v: str) -> str:
+        if not _URL.match(v):
+            raise ValueError(f"not a URL: {v!r}")
+        return v
+
+
+COMPARATORS = ("eq", "ne", "in", "gt", "gte", "lt", "lte", "exists", "matches", "version_lt", "version_gte")
+
+
+class Leaf(Strict):
+    """One comparison of one fact. Exactly one comparator is set."""
+
+    fact: str
+    eq: Any = None
+    ne: Any = None
+    in_: list[Any] | None = Field(default=None, alias="in")
+    gt: float | None = None
+    gte: float | None = None
+    lt: float | None = None
+    lte: float | None = None
+    exists: bool | None = None
+    matches: str | None = None
+    version_lt: str | None = None
+    version_gte: str | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _one_comparator(self) -> Leaf:
+        set_ = [c for c in COMPARATORS if getattr(self, "in_" if c == "in" else c) is not None]
+        if len(set_) != 1:
+            raise ValueError(f"fact {self.fact!r}: give exactly one of {', '.join(COMPARATORS)} (got {set_ or 'none'})")
+        if self.matches is not None:
+            try:
+                re.compile(self.matches)
+            except re.error as e:
+                raise ValueError(f"bad regex {self.matches!r}: {e}") from e
+        return self
+
+    @property
+    def op(self) -> tuple[str, Any]:
+        for c in COMPARATORS:
+            v = getattr(self, "in_" if c == "in" else c)
+            if v is not None:
+                return c, v
+        raise AssertionError("unreachable")
+
+
+class Cond(Strict):
+    """A boolean node: all / any / not over leaves or other nodes."""
+
+    all: list[Leaf | Cond] | None = None
+    any: list[Leaf | Cond] | None = None
+    not_: Leaf | Cond | None = Field(default=None, alias="not")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Cond:
+        n = sum(x is not None for x in (self.all, self.any, self.not_))
+        if n != 1:
+            raise ValueError("a condition needs exactly one of all / any / not")
+        return self
+
+
+class Trigger(Cond):
+    """A condition plus the sentence that explains, in both languages, why a hit matters."""
+
+    explain: Bi
+    weight: float = Field(default=1.0, gt=0, le=3)
+
+
+class Example(Strict):
+    query: str = ""
+    config: str | None = None
+    config_name: str | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> Example:
+        if not self.query.strip() and not (self.config or "").strip():
+            raise ValueError("an example needs a query or a config")
+        return self
+
+
+class Examples(Strict):
+    match: list[Example] = Field(min_length=1)
+    no_match: list[Example] = Field(min_length=1)
+
+
+class AppliesTo(Strict):
+    frameworks: list[str] = []
+    models: list[str] = []
+    stages: list[str] = []
+    versions: str | None = None
+
+
+class Case(Strict):
+    id: str
+    category: str
+    status: Literal["published", "draft"] = "published"
+    title: Bi
+    symptoms: BiList
+    applies_to: AppliesTo = AppliesTo()
+    triggers: list[Trigger] = []
+    log_signals: list[str] = []
+    causes: list[Cause] = Field(min_length=1)
+    fixes: list[Fix] = Field(min_length=1)
+    evidence: Evidence
+    sources: list[Source] = Field(min_length=1)
+    related: list[str] = []
+    examples: Examples
+    # filled by the loader, not written in the file
+    body: dict[str, str] = {}
+    path: str = ""
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("id must be lowercase letters, digits and dashes (3-81 chars)")
+        return v
+
+    @property
+    def source_lang(self) -> str:
+        return self.sources[0].lang
+
+
+class Category(Strict):
+    id: str
+    name: Bi
+    scope: Bi
+
+
+class Taxonomy(Strict):
+    categories: list[Category] = Field(min_length=1)
+
+    def ids(self) -> set[str]:
+        return {c.id for c in self.categories}
+
+
+class FactSpec(Strict):
+    key: str
+    type: Literal["bool", "number", "string", "list", "version"]
+    doc: str
+    values: list[str] | None = None
+
+
+# ---------------------------------------------------------------- facts read from attachments
+
+
+class Fact(BaseModel):
+    """One normalised setting or log symptom, with where it was read."""
+
+    key: str
+    value: Any
+    file: str = ""
+    line: int = 0
+    text: str = ""
+    col_start: int = 0
+    col_end: int = 0
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.file and self.line else (self.file or "question")
+
+
+class FileNote(BaseModel):
+    """What happened to one attachment: its detected kind, or the problem that stopped it."""
+
+    file: str
+    kind: str
+    ok: bool = True
+    message: str = ""
+
+
+# ---------------------------------------------------------------- the answer
+
+
+class Citation(BaseModel):
+    n: int = 0
+    url: str
+    title: str
+
+
+class CauseOut(BaseModel):
+    case_id: str
+    title: str
+    cause: str
+    category: str = ""
+    score: float
+    likelihood: str = ""
+    fixes: list[str]
+    diffs: list[str] = []
+    evidence: list[str]
+    matched_symptoms: list[str] = []
+    evidence_level: str = ""
+    citations: list[Citation]
+    demoted: str = ""
+
+
+class Diagnosis(BaseModel):
+    language: Lang
+    confident: bool
+    question: str
+    causes: list[CauseOut]
+    related: list[CauseOut] = []
+    facts: list[Fact] = []
+    files: list[FileNote] = []
+    clarify: dict[str, Any] | None = None
+    notes: list[str] = []
+    general_checks: list[str] = []
