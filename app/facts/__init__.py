@@ -1,0 +1,255 @@
+"""Attachments (configs, command lines, scripts, logs, trainer_state.json, code blocks in a message) -> one set of facts.
+
+The parser is chosen by content (the file name is only a hint). Secrets are redacted before anything is read.
+A file that cannot be read gives a note saying why; the others and the question are still used.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.facts.cmdline import looks_like_cmdline, parse_cmdline
+from app.facts.logs import LogReader, looks_like_log, read_log, read_trainer_state
+from app.facts.normalize import model_facts
+from app.facts.pysnippet import looks_like_python, parse_python
+from app.facts.redact import redact
+from app.facts.structured import ParseError, parse_structured
+from app.models import Fact, FileNote
+
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+STREAM_LOG_MAX_BYTES = 2 * 1024 * 1024 * 1024  # logs given as a path are streamed; this only guards absurd inputs
+_FENCE = re.compile(r"```([\w.+-]*)[^\n]*\n(.*?)```", re.S)
+_EOS_LIKE = {"</s>", "<|endoftext|>", "<|im_end|>", "<eos>", "eos_token", "tokenizer.eos_token", "<|end_of_text|>", "<|eot_id|>", "<|end|>"}
+
+
+@dataclass
+class Attachment:
+    """A file the user gave: its name and either its content or a path to stream it from."""
+
+    name: str
+    content: bytes | str | None = None
+    path: Path | None = None
+
+    def size(self) -> int:
+        if self.path is not None:
+            return self.path.stat().st_size
+        if isinstance(self.content, str):
+            return len(self.content.encode("utf-8"))
+        return len(self.content or b"")
+
+    def head(self, n: int = 8192) -> bytes:
+        if self.path is not None:
+            with self.path.open("rb") as fh:
+                return fh.read(n)
+        c = self.content or b""
+        return (c.encode("utf-8") if isinstance(c, str) else c)[:n]
+
+    def text(self) -> str:
+        if self.path is not None:
+            return self.path.read_text(encoding="utf-8", errors="replace")
+        c = self.content or ""
+        return c if isinstance(c, str) else c.decode("utf-8", errors="replace")
+
+    def lines(self) -> Iterator[str]:
+        if self.path is not None:
+            with self.path.open("r", encoding="utf-8", errors="replace") as fh:
+                yield from fh
+        else:
+            yield from io.StringIO(self.text())
+
+
+@dataclass
+class FactSet:
+    facts: list[Fact] = field(default_factory=list)
+    files: list[FileNote] = field(default_factory=list)
+    redactions: int = 0
+    redacted_texts: dict[str, str] = field(default_factory=dict)
+
+    def by_key(self) -> dict[str, Fact]:
+        out: dict[str, Fact] = {}
+        for f in self.facts:
+            out.setdefault(f.key, f)
+        return out
+
+    def shown(self) -> list[Fact]:
+        """The facts worth showing back: one per key, no internal message dump."""
+        return [f for f in self.by_key().values() if f.key != "log.message"]
+
+
+def is_binary(head: bytes) -> bool:
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start < len(head) - 4  # a multi-byte char cut at the end of the sample is fine
+    return False
+
+
+def detect_kind(name: str, text: str) -> str:
+    """One of: trainer_state, json, log, cmdline, python, yaml, unknown."""
+    s = text.lstrip()
+    low = name.lower()
+    if s.startswith("{") or s.startswith("["):
+        if '"log_history"' in s[:200000]:
+            return "trainer_state"
+        if s.startswith("{") and not s.startswith("{'") and (low.endswith(".json") or _json_ok(s)):
+            return "json"
+    if low.endswith((".log", ".txt", ".out", ".err")) and looks_like_log(s):
+        return "log"
+    if low.endswith(".py") or (looks_like_python(s) and _py_ok(s)):
+        return "python"
+    if low.endswith(".sh") or (looks_like_cmdline(s) and not re.search(r"^\s*[\w.\-]+\s*:\s", s, re.M)):
+        return "cmdline"
+    if looks_like_log(s):
+        return "log"
+    if low.endswith((".yaml", ".yml")) or re.search(r"^\s*[\w.\-]+\s*:\s*\S", s, re.M):
+        return "yaml"
+    if s.startswith("{"):
+        return "json"
+    return "unknown"
+
+
+def _json_ok(s: str) -> bool:
+    try:
+        json.loads(s)
+        return True
+    except ValueError:
+        return bool(re.match(r'^\{\s*"', s))
+
+
+def _py_ok(s: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(s)
+        return True
+    except SyntaxError:
+        return bool(re.search(r"\w+(Config|Arguments)\(|from_pretrained\(", s))
+
+
+def code_blocks(message: str) -> tuple[str, list[Attachment]]:
+    """Fenced code blocks pasted in a chat message become attachments; the prose is returned without them."""
+    atts = []
+    for i, m in enumerate(_FENCE.finditer(message or ""), 1):
+        hint = m.group(1).lower()
+        ext = {"json": ".json", "yaml": ".yaml", "yml": ".yaml", "python": ".py", "py": ".py", "bash": ".sh", "sh": ".sh", "shell": ".sh", "log": ".log"}.get(hint, "")
+        atts.append(Attachment(name=f"message-block-{i}{ext}", content=m.group(2)))
+    prose = _FENCE.sub(" ", message or "").strip()
+    return prose, atts
+
+
+def read_attachments(atts: list[Attachment], question: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> FactSet:
+    fs = FactSet()
+    for att in atts:
+        _read_one(att, fs, max_bytes)
+    inline = re.findall(r"(?:^|\s)(--[a-zA-Z][\w\-]*(?:[= ][^\s-][^\s]*)?)", question or "")
+    if inline:
+        fs.facts += parse_cmdline(" ".join(inline), "question")
+    derive(fs)
+    return fs
+
+
+def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
+    name = att.name or "attachment"
+    try:
+        size = att.size()
+        head = att.head()
+    except OSError as e:
+        fs.files.append(FileNote(file=name, kind="unreadable", ok=False, message=f"{name}: cannot read the file ({e.strerror or e})."))
+        return
+    if size == 0:
+        fs.files.append(FileNote(file=name, kind="empty", ok=False, message=f"{name}: the file is empty."))
+        return
+    if is_binary(head):
+        fs.files.append(FileNote(file=name, kind="binary", ok=False, message=f"{name}: looks like a binary file, not a config or a log; it was skipped."))
+        return
+    streaming = att.path is not None and size > max_bytes
+    if streaming:
+        sample = head.decode("utf-8", errors="replace")
+        if not looks_like_log(sample) or size > STREAM_LOG_MAX_BYTES:
+            fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB limit for configs; it was skipped."))
+            return
+        reader = LogReader(name)
+        for n, line in enumerate(att.lines(), 1):
+            reader.feed(redact(line)[0] if ("token" in line.lower() or "key" in line.lower() or "hf_" in line) else line, n)
+        fs.facts += reader.facts()
+        fs.files.append(FileNote(file=name, kind="log", message=f"{name}: streamed {size / 1e6:.1f} MB log"))
+        return
+    if size > max_bytes:
+        fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB upload limit; it was skipped."))
+        return
+    text, n_red = redact(att.text())
+    fs.redactions += n_red
+    fs.redacted_texts[name] = text
+    kind = detect_kind(name, text)
+    try:
+        if kind == "trainer_state":
+            facts = read_trainer_state(text, json.loads(text), name)
+        elif kind in ("json", "yaml"):
+            facts, data = parse_structured(text, name, kind)
+            if kind == "yaml" and not isinstance(data, dict):
+                if looks_like_log(text):
+                    kind, facts = "log", read_log(text.splitlines(), name)
+                else:
+                    kind, facts = "unknown", []
+        elif kind == "log":
+            facts = read_log(text.splitlines(), name)
+        elif kind == "cmdline":
+            facts = parse_cmdline(text, name)
+        elif kind == "python":
+            facts = parse_python(text, name)
+        else:
+            facts = []
+    except ParseError as e:
+        fs.files.append(FileNote(file=name, kind=kind, ok=False, message=f"{name}: {e} — the rest of the question was still used."))
+        return
+    except SyntaxError as e:
+        fs.files.append(FileNote(file=name, kind=kind, ok=False, message=f"{name}: could not read this Python at line {e.lineno}: {e.msg}."))
+        return
+    if kind == "unknown" or not facts:
+        what = "an unknown format" if kind == "unknown" else f"a {kind} with no settings or log lines trainfix knows"
+        fs.files.append(FileNote(file=name, kind=kind, ok=kind != "unknown", message=f"{name}: {what}; nothing was read from it."))
+        return
+    fs.facts += facts
+    note = f"{name}: read as {kind}, {len({f.key for f in facts if f.key != 'log.message'})} facts"
+    if n_red:
+        note += f", {n_red} secret(s) redacted"
+    fs.files.append(FileNote(file=name, kind=kind, message=note))
+
+
+def derive(fs: FactSet) -> None:
+    """Facts implied by others: model family and size from the name, LoRA/QLoRA, DeepSpeed in use, pad = eos."""
+    have = fs.by_key()
+    extra: list[Fact] = []
+    if "model.name" in have:
+        extra += [f for f in model_facts(have["model.name"]) if f.key not in have]
+    ds_keys = [f for f in fs.facts if f.key.startswith("deepspeed.") and f.key != "deepspeed.enabled"]
+    if ds_keys and "deepspeed.enabled" not in have:
+        extra.append(ds_keys[0].model_copy(update={"key": "deepspeed.enabled", "value": True}))
+    ft = have.get("train.finetuning_type")
+    q4 = have.get("model.load_in_4bit")
+    if ft is None and "lora.r" in have:
+        ft = have["lora.r"].model_copy(update={"key": "train.finetuning_type", "value": "lora"})
+        extra.append(ft)
+    if ft is not None and ft.value == "lora" and q4 is not None and q4.value is True:
+        fs.facts = [f for f in fs.facts if f.key != "train.finetuning_type"]
+        extra.append(ft.model_copy(update={"value": "qlora"}))
+    pad = have.get("tokenizer.pad_token")
+    if pad is not None and "tokenizer.pad_is_eos" not in have and str(pad.value).strip() in _EOS_LIKE:
+        extra.append(pad.model_copy(update={"key": "tokenizer.pad_is_eos", "value": True}))
+    prec = have.get("precision")
+    if prec is None and "model.torch_dtype" in have and have["model.torch_dtype"].value in ("bfloat16", "float16"):
+        td = have["model.torch_dtype"]
+        extra.append(td.model_copy(update={"key": "precision", "value": "bf16" if td.value == "bfloat16" else "fp16"}))
+    fs.facts += extra
+
+
+def read_files(paths: list[Path], question: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> FactSet:
+    """CLI helper: attachments from paths (logs bigger than the limit are streamed)."""
+    return read_attachments([Attachment(name=p.name, path=p) for p in paths], question, max_bytes)

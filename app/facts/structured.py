@@ -1,0 +1,88 @@
+"""JSON and YAML configs (DeepSpeed, TrainingArguments JSON, LLaMA-Factory, axolotl, TRL, accelerate, verl) -> facts.
+
+Both are walked as YAML node trees so every setting keeps its line; JSON is first checked with `json` for an
+exact error position.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from app.facts.normalize import normalize
+from app.models import Fact
+
+
+class ParseError(Exception):
+    def __init__(self, message: str, line: int = 0, col: int = 0) -> None:
+        super().__init__(message)
+        self.line, self.col = line, col
+
+
+def _scalar(node: yaml.ScalarNode) -> Any:
+    try:
+        return yaml.safe_load(node.value) if node.style is None else node.value
+    except yaml.YAMLError:
+        return node.value
+
+
+def walk(node: yaml.Node, path: str = "") -> Iterator[tuple[str, Any, int, int]]:
+    """Yield (dotted path, python value, line, column) for every scalar and scalar list."""
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = str(k.value)
+            p = f"{path}.{key}" if path else key
+            if isinstance(v, yaml.ScalarNode):
+                yield p, _scalar(v), k.start_mark.line + 1, k.start_mark.column
+            elif isinstance(v, yaml.SequenceNode) and all(isinstance(x, yaml.ScalarNode) for x in v.value):
+                yield p, [_scalar(x) for x in v.value], k.start_mark.line + 1, k.start_mark.column
+            else:
+                if isinstance(v, yaml.MappingNode):
+                    yield p, {"__mapping__": True}, k.start_mark.line + 1, k.start_mark.column
+                yield from walk(v, p)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from walk(item, path)
+
+
+def parse_structured(text: str, file: str, kind: str) -> tuple[list[Fact], Any]:
+    """Facts from a JSON or YAML config; raises ParseError with line and column."""
+    if kind == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ParseError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", e.lineno, e.colno) from e
+    try:
+        root = yaml.compose(text.replace("\t", "    "), Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
+        raise ParseError(f"invalid YAML at line {line}, column {col}: {getattr(e, 'problem', None) or e}", line, col) from e
+    if kind != "json":
+        data = yaml.safe_load(text.replace("\t", "    "))
+    if root is None:
+        return [], data
+    lines = text.splitlines()
+    facts: list[Fact] = []
+    is_ds = isinstance(data, dict) and any(
+        k in data for k in ("zero_optimization", "train_micro_batch_size_per_gpu", "zero_allow_untested_optimizer", "communication_data_type")
+    )
+    for path, value, line, col in walk(root):
+        if isinstance(value, dict):
+            continue
+        text_line = lines[line - 1] if 0 < line <= len(lines) else ""
+        for f in normalize(path, value, file, line, text_line):
+            f.col_start = col
+            f.col_end = len(text_line.rstrip())
+            facts.append(f)
+    if is_ds:
+        first = next((i for i, ln in enumerate(lines) if ln.strip()), 0)
+        facts.append(Fact(key="deepspeed.enabled", value=True, file=file, line=first + 1, text=lines[first].strip() if lines else ""))
+    if isinstance(data, dict) and str(data.get("distributed_type", "")).upper() == "DEEPSPEED":
+        facts.append(Fact(key="deepspeed.enabled", value=True, file=file, line=1, text="distributed_type: DEEPSPEED"))
+    if isinstance(data, dict) and str(data.get("distributed_type", "")).upper() == "FSDP":
+        facts.append(Fact(key="fsdp.enabled", value=True, file=file, line=1, text="distributed_type: FSDP"))
+    return facts, data

@@ -1,0 +1,216 @@
+"""The vector store: Chroma through langchain-chroma, embedded on disk or a shared Chroma server.
+
+We always hand Chroma our own vectors; its default embedding function (which downloads a model) is never used.
+The manifest (which embedder built the index, whether the last ingest finished) lives in a side collection, so
+it is shared when the store is a server.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from langchain_core.embeddings import Embeddings
+
+from app.embeddings import CountingEmbeddings, VectorCache
+from app.settings import Settings
+
+
+class StoreError(Exception):
+    """A problem with the index the user can act on; the message says what to do."""
+
+
+class IndexMismatch(StoreError):
+    pass
+
+
+class StoreUnavailable(StoreError):
+    pass
+
+
+class _Cached(Embeddings):
+    """Hands langchain-chroma vectors from the content-hash cache, embedding only what is new."""
+
+    def __init__(self, emb: CountingEmbeddings, cache: VectorCache | None, progress=None) -> None:
+        self.emb, self.cache, self.progress = emb, cache, progress
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if self.cache is None:
+            vecs = self.emb.embed_documents(texts)
+            if self.progress:
+                self.progress(len(texts))
+            return vecs
+        return self.cache.embed_documents(self.emb, texts, progress=self.progress)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.emb.embed_query(text)
+
+
+@dataclass
+class Hit:
+    id: str
+    score: float
+
+
+def make_client(settings: Settings):
+    import chromadb
+
+    if settings.chroma_url:
+        u = urlparse(settings.chroma_url if "://" in settings.chroma_url else f"http://{settings.chroma_url}")
+        try:
+            return chromadb.HttpClient(host=u.hostname or "127.0.0.1", port=u.port or 8000, ssl=u.scheme == "https")
+        except Exception as e:  # chromadb raises plain ValueError/ConnectError when the server is down
+            raise StoreUnavailable(f"Chroma server at {settings.chroma_url} is not reachable: {e}") from e
+    settings.index_dir.mkdir(parents=True, exist_ok=True)
+    from chromadb.config import Settings as ChromaSettings
+
+    return chromadb.PersistentClient(path=str(settings.index_dir), settings=ChromaSettings(anonymized_telemetry=False))
+
+
+class Store:
+    """One collection of retrieval units plus its manifest."""
+
+    def __init__(self, settings: Settings, embedder: CountingEmbeddings, cache: VectorCache | None = None) -> None:
+        from langchain_chroma import Chroma
+
+        self.settings = settings
+        self.embedder = embedder
+        self.cache = cache
+        self.client = make_client(settings)
+        self._wrapped = _Cached(embedder, cache)
+        try:
+            self.vs = Chroma(
+                client=self.client,
+                collection_name=settings.collection,
+                embedding_function=self._wrapped,
+                collection_metadata={"hnsw:space": "cosine"},
+            )
+            self._manifest_col = self.client.get_or_create_collection(
+                settings.collection + "-manifest", embedding_function=None, metadata={"hnsw:space": "cosine"}
+            )
+            self._cards_col = self.client.get_or_create_collection(
+                settings.collection + "-cards", embedding_function=None, metadata={"hnsw:space": "cosine"}
+            )
+        except StoreError:
+            raise
+        except Exception as e:
+            raise StoreUnavailable(f"cannot open the index ({_where(settings)}): {e}") from e
+
+    @property
+    def collection(self):
+        return self.vs._collection
+
+    # ------------------------------------------------------------ manifest
+    def manifest(self) -> dict:
+        got = self._manifest_col.get(ids=["manifest"], include=["documents"])
+        if not got["ids"]:
+            return {}
+        return json.loads(got["documents"][0])
+
+    def write_manifest(self, **fields) -> None:
+        m = {**self.manifest(), **fields, "updated": time.time()}
+        self._manifest_col.upsert(ids=["manifest"], documents=[json.dumps(m)], embeddings=[[0.0]])
+
+    def check_embedder(self, for_write: bool = False) -> None:
+        m = self.manifest()
+        built = m.get("embedder")
+        if built and built != self.embedder.id:
+            raise IndexMismatch(
+                f"the index in {_where(self.settings)} was built with embedder {built!r}, but {self.embedder.id!r} is "
+                f"configured. Re-ingest with `trainfix ingest --rebuild`, or set TRAINFIX_EMBEDDER to match, "
+                f"or point TRAINFIX_HOME at another folder."
+            )
+        if not for_write and m and not m.get("complete", False):
+            raise StoreError(
+                f"the index in {_where(self.settings)} is incomplete (an ingest was interrupted). Run `trainfix ingest` to finish it."
+            )
+
+    # ------------------------------------------------------------ case cards (full case JSON, so a shared index is self-contained)
+    def write_cards(self, cases: list, origin: str) -> None:
+        from app.models import Case
+
+        old = self._cards_col.get(include=["metadatas"])
+        mine = {i for i, m in zip(old["ids"], old["metadatas"], strict=True) if (m or {}).get("origin") == origin}
+        if cases:
+            self._cards_col.upsert(
+                ids=[c.id for c in cases],
+                documents=[c.model_dump_json(by_alias=True) for c in cases],
+                metadatas=[{"origin": origin, "category": c.category} for c in cases],
+                embeddings=[[0.0]] * len(cases),
+            )
+        gone = sorted(mine - {c.id for c in cases})
+        if gone:
+            self._cards_col.delete(ids=gone)
+        assert all(isinstance(c, Case) for c in cases)
+
+    def read_cards(self) -> list:
+        from app.models import Case
+
+        got = self._cards_col.get(include=["documents"])
+        return [Case.model_validate_json(d) for d in got["documents"]]
+
+    # ------------------------------------------------------------ units
+    def all_units(self) -> tuple[list[str], list[str], list[dict]]:
+        col = self.collection
+        n = col.count()
+        ids: list[str] = []
+        docs: list[str] = []
+        metas: list[dict] = []
+        step = 5000
+        for off in range(0, n, step):
+            got = col.get(include=["documents", "metadatas"], limit=step, offset=off)
+            ids += got["ids"]
+            docs += got["documents"]
+            metas += got["metadatas"]
+        return ids, docs, metas
+
+    def existing_ids(self) -> set[str]:
+        col = self.collection
+        n = col.count()
+        out: set[str] = set()
+        for off in range(0, n, 10000):
+            out.update(col.get(include=[], limit=10000, offset=off)["ids"])
+        return out
+
+    def add(self, ids: list[str], texts: list[str], metas: list[dict], progress=None) -> None:
+        self._wrapped.progress = progress
+        batch = max(1, min(self.client.get_max_batch_size(), 256))
+        for i in range(0, len(ids), batch):
+            self.vs.add_texts(texts[i : i + batch], metadatas=metas[i : i + batch], ids=ids[i : i + batch])
+        self._wrapped.progress = None
+
+    def add_vectors(self, ids: list[str], texts: list[str], metas: list[dict], vectors: list[list[float]]) -> None:
+        """Bulk path for benchmarks that bring their own vectors."""
+        batch = self.client.get_max_batch_size()
+        for i in range(0, len(ids), batch):
+            self.collection.upsert(
+                ids=ids[i : i + batch], documents=texts[i : i + batch], metadatas=metas[i : i + batch], embeddings=vectors[i : i + batch]
+            )
+
+    def delete(self, ids: list[str]) -> None:
+        for i in range(0, len(ids), 5000):
+            self.vs.delete(ids=ids[i : i + 5000])
+
+    def count(self) -> int:
+        return self.collection.count()
+
+    def query(self, vector: list[float], k: int) -> list[Hit]:
+        k = min(k, max(self.count(), 1))
+        try:
+            res = self.collection.query(query_embeddings=[vector], n_results=k, include=["distances"])
+        except Exception as e:
+            raise StoreUnavailable(f"the index did not answer ({_where(self.settings)}): {e}") from e
+        return [Hit(i, 1.0 - float(d)) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
+
+    def reset(self) -> None:
+        for name in (self.settings.collection, self.settings.collection + "-manifest", self.settings.collection + "-cards"):
+            try:
+                self.client.delete_collection(name)
+            except Exception:  # noqa: S110 - absent is fine
+                pass
+
+
+def _where(settings: Settings) -> str:
+    return settings.chroma_url or str(settings.index_dir)

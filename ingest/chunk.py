@@ -1,0 +1,53 @@
+"""Split a case into retrieval units: per language, the title with symptoms, each cause, the fixes, each body section."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from app.models import Case
+
+_SECTION = re.compile(r"^###\s+(.+)$", re.M)
+MAX_CHARS = 1200
+
+
+@dataclass(frozen=True)
+class Unit:
+    id: str
+    text: str
+    meta: dict
+
+    @staticmethod
+    def make(case_id: str, kind: str, lang: str, text: str, meta: dict) -> Unit:
+        sha = hashlib.sha256(f"{kind}\0{lang}\0{text}".encode()).hexdigest()[:16]
+        return Unit(id=f"{case_id}:{lang}:{kind}:{sha}", text=text, meta={**meta, "case_id": case_id, "lang": lang, "kind": kind})
+
+
+def body_sections(body: str) -> list[tuple[str, str]]:
+    found = list(_SECTION.finditer(body))
+    out = []
+    for i, m in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(body)
+        text = body[m.end() : end].strip()
+        if text:
+            out.append((m.group(1).strip(), text))
+    if not found and body.strip():
+        out.append(("", body.strip()))
+    return out
+
+
+def case_units(case: Case) -> list[Unit]:
+    meta = {"category": case.category, "source_lang": case.source_lang, "doc": "case"}
+    units: list[Unit] = []
+    for lang in ("en", "zh"):
+        title = case.title.get(lang)
+        sym = "; ".join(case.symptoms.get(lang))
+        units.append(Unit.make(case.id, "summary", lang, f"{title}. {sym}", meta))
+        for i, c in enumerate(case.causes):
+            units.append(Unit.make(case.id, f"cause{i}", lang, f"{title}. {c.get(lang)}", meta))
+        fixes = " ".join(f.get(lang) for f in case.fixes)
+        units.append(Unit.make(case.id, "fixes", lang, f"{title}. {fixes}"[:MAX_CHARS], meta))
+        for j, (head, text) in enumerate(body_sections(case.body.get(lang, ""))):
+            units.append(Unit.make(case.id, f"body{j}", lang, f"{title}. {head}: {text}"[:MAX_CHARS], meta))
+    return units

@@ -1,0 +1,128 @@
+"""The idempotent ingest: cases (and articles) -> retrieval units -> Chroma, embedding only what changed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.kb import KB_DIR, Problem, load_cases
+from app.models import Case
+from app.store import Store
+from ingest.chunk import Unit, case_units
+
+
+class IngestError(Exception):
+    pass
+
+
+@dataclass
+class IngestReport:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    cases: int = 0
+    articles: int = 0
+    embedded: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{self.cases} cases, {self.articles} articles: {self.added} added, {self.updated} updated, "
+            f"{self.removed} removed, {self.unchanged} unchanged units ({self.embedded} embedded)"
+        )
+
+
+def _slot(unit_id: str) -> str:
+    return unit_id.rsplit(":", 1)[0]
+
+
+def collect(path: Path) -> tuple[list[Case], list[Unit], list[Problem], int]:
+    """Cases from a KB folder (or one case file) and articles (.txt/.html) under `path`."""
+    from ingest.articles import article_units, load_article_files
+
+    cases: list[Case] = []
+    problems: list[Problem] = []
+    case_root = path / "cases" if (path / "cases").is_dir() else path
+    has_md = path.is_file() and path.suffix == ".md" or path.is_dir() and any(case_root.rglob("*.md"))
+    if has_md:
+        res = load_cases(case_root)
+        cases, problems = res.cases, res.problems
+    units = [u for c in cases for u in case_units(c)]
+    arts, art_problems = load_article_files(path)
+    problems += art_problems
+    for a in arts:
+        units += article_units(a)
+    return cases, units, problems, len(arts)
+
+
+def ingest(
+    store: Store,
+    path: Path | None = None,
+    rebuild: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> IngestReport:
+    """Make the index mirror `path` (default: the project's kb/). Unchanged units are not embedded again."""
+    path = (path or KB_DIR).resolve()
+    if not path.exists():
+        raise IngestError(f"{path}: no such file or folder")
+    cases, units, problems, n_articles = collect(path)
+    if not units:
+        where = "; ".join(str(p) for p in problems[:5])
+        raise IngestError(f"no usable cases or articles found in {path}" + (f" ({where})" if where else ""))
+    origin = str(path)
+    for u in units:
+        u.meta["origin"] = origin
+    if rebuild:
+        store.reset()
+        store = Store(store.settings, store.embedder, store.cache)
+    store.check_embedder(for_write=True)
+    before_emb = store.embedder.documents_embedded
+    store.write_manifest(embedder=store.embedder.id, complete=False)
+
+    existing_ids, _, existing_metas = _existing(store)
+    mine = {i for i, m in zip(existing_ids, existing_metas, strict=True) if m.get("origin") == origin}
+    new_by_id = {u.id: u for u in units}
+    to_add = [u for u in units if u.id not in mine]
+    to_remove = sorted(mine - set(new_by_id))
+    old_slots = {_slot(i) for i in to_remove}
+    rep = IngestReport(cases=len(cases), articles=n_articles, problems=problems)
+    rep.unchanged = len(units) - len(to_add)
+    rep.updated = sum(1 for u in to_add if _slot(u.id) in old_slots)
+    rep.added = len(to_add) - rep.updated
+    rep.removed = len(to_remove) - rep.updated
+
+    total = len(to_add)
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        if progress:
+            progress(min(done[0], total), total)
+
+    if to_add:
+        store.add([u.id for u in to_add], [u.text for u in to_add], [u.meta for u in to_add], progress=tick)
+    if to_remove:
+        store.delete(to_remove)
+    store.write_cards(cases, origin)
+    store.write_manifest(embedder=store.embedder.id, complete=True, units=store.count(), cases=len(store.read_cards()))
+    rep.embedded = store.embedder.documents_embedded - before_emb
+    return rep
+
+
+def _existing(store: Store):
+    col = store.collection
+    n = col.count()
+    ids: list[str] = []
+    metas: list[dict] = []
+    for off in range(0, n, 10000):
+        got = col.get(include=["metadatas"], limit=10000, offset=off)
+        ids += got["ids"]
+        metas += got["metadatas"]
+    return ids, None, metas
+
+
+def case_json(case: Case) -> str:
+    return json.dumps(case.model_dump(mode="json", by_alias=True), ensure_ascii=False)
