@@ -1,0 +1,283 @@
+"""The `trainfix` command line. Thin: it parses arguments, calls the core, renders. Heavy imports stay lazy so
+`trainfix ask` starts fast and never imports the UI stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="trainfix: diagnose LLM / deep-learning training failures from symptoms, configs and logs.", no_args_is_help=True, add_completion=False)
+kb_app = typer.Typer(help="Work with the knowledge base: check, stats, draft cases from GitHub issues.", no_args_is_help=True)
+fb_app = typer.Typer(help="Feedback collected from the UI, API and Slack.", no_args_is_help=True)
+app.add_typer(kb_app, name="kb")
+app.add_typer(fb_app, name="feedback")
+
+
+def _err(msg: str, code: int = 1) -> None:
+    typer.secho(f"error: {msg}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def _settings():
+    from app.settings import Settings
+
+    return Settings()
+
+
+def _ingest(settings, path: Path | None, rebuild: bool, quiet: bool = False, embedder=None):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from app.embeddings import VectorCache, make_embedder
+    from app.store import Store
+    from ingest.pipeline import ingest
+
+    emb = embedder or make_embedder(settings.embedder, settings.threads)
+    store = Store(settings, emb, VectorCache(settings.vector_cache))
+    with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True, disable=quiet or not sys.stderr.isatty()) as prog:
+        task = prog.add_task("embed", total=None)
+
+        def cb(done: int, total: int) -> None:
+            prog.update(task, completed=done, total=total)
+
+        return ingest(store, path, rebuild=rebuild, progress=cb), emb
+
+
+def _engine(settings, auto_ingest: bool = True):
+    from app.embeddings import make_embedder
+    from app.retrieve import Engine
+    from app.store import Store, StoreError
+
+    emb = make_embedder(settings.embedder, settings.threads)
+    try:
+        return Engine(settings, emb)
+    except StoreError as e:
+        from app.store import IndexMismatch
+
+        if isinstance(e, IndexMismatch) or not auto_ingest:
+            raise
+        store = Store(settings, emb)
+        if store.count() and store.manifest().get("complete"):
+            raise
+        typer.secho("No index yet: building it from the knowledge base (first run only)...", err=True, fg=typer.colors.YELLOW)
+        rep, _ = _ingest(settings, None, rebuild=False, embedder=emb)
+        typer.secho(rep.summary(), err=True)
+        return Engine(settings, emb)
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument("", help="What you see, in English or Chinese."),
+    attach: list[Path] = typer.Option([], "--attach", "-a", help="Config, launch command, script, log or trainer_state.json (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the Diagnosis as JSON."),
+    top: int = typer.Option(3, "--top", "-n", min=1, max=20, help="How many causes to show."),
+    lang: str = typer.Option(None, "--lang", help="Answer language: en or zh (default: the question's)."),
+    mode: str = typer.Option("full", "--mode", help="Retrieval mode: full, hybrid, dense, bm25 (for comparisons)."),
+) -> None:
+    """Diagnose a training problem: ranked causes, fixes, evidence and citations."""
+    from app.diagnose import InputError, diagnose
+    from app.facts import Attachment
+    from app.render import to_json, to_markdown
+    from app.store import StoreError
+
+    if lang is not None and lang not in ("en", "zh"):
+        _err(f"--lang must be 'en' or 'zh', not {lang!r}", 2)
+    atts = []
+    for p in attach:
+        if not p.exists() or not p.is_file():
+            _err(f"cannot read attachment {p}: no such file", 2)
+        if not os.access(p, os.R_OK):
+            _err(f"cannot read attachment {p}: permission denied", 2)
+        atts.append(Attachment(name=p.name, path=p))
+    if not question.strip() and not atts:
+        _err("the question is empty: describe what you see, e.g. trainfix ask \"loss goes to 0 after 10 steps\", or attach a config/log with --attach.", 2)
+    settings = _settings()
+    try:
+        engine = _engine(settings)
+        d = diagnose(engine, question, atts, lang=lang, top=top, mode=mode)
+    except InputError as e:
+        _err(str(e), 2)
+    except StoreError as e:
+        _err(str(e), 3)
+    if as_json:
+        typer.echo(json.dumps(to_json(d), ensure_ascii=False, indent=2))
+    else:
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console().print(Markdown(to_markdown(d)))
+    if not d.causes and not d.related:
+        raise typer.Exit(1)
+
+
+@app.command("ingest")
+def ingest_cmd(
+    path: Path = typer.Argument(None, help="A KB folder, a case file, or articles (.txt/.html). Default: the project's kb/."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Drop the index and build it again (e.g. after changing the embedder)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Build or update the index: only changed units are embedded; removed ones are deleted."""
+    from app.store import StoreError
+    from ingest.pipeline import IngestError
+
+    settings = _settings()
+    try:
+        rep, _ = _ingest(settings, path, rebuild)
+    except (IngestError, StoreError) as e:
+        _err(str(e), 2)
+    for p in rep.problems:
+        typer.secho(f"warning: {p}", fg=typer.colors.YELLOW, err=True)
+    if as_json:
+        typer.echo(json.dumps({k: v for k, v in rep.__dict__.items() if k != "problems"} | {"problems": [str(p) for p in rep.problems]}))
+    else:
+        typer.echo(rep.summary())
+
+
+@app.command()
+def lint(
+    files: list[Path] = typer.Argument(..., help="Config files, launch scripts or logs to check."),
+    as_json: bool = typer.Option(False, "--json", help="Print Language Server Protocol diagnostics."),
+    lang: str = typer.Option("en", "--lang", help="Message language: en or zh."),
+) -> None:
+    """Check configs and logs against the cases' triggers, line by line."""
+    from app.facts import Attachment
+    from app.kb import load_cases
+    from app.lint import lint as run_lint
+
+    atts = []
+    for p in files:
+        if not p.is_file():
+            _err(f"cannot read {p}: no such file", 2)
+        atts.append(Attachment(name=str(p), path=p))
+    results = run_lint(atts, load_cases().cases, lang)
+    if as_json:
+        typer.echo(json.dumps([r.lsp() for r in results], ensure_ascii=False, indent=2))
+    else:
+        for r in results:
+            typer.echo(f"{r.file}:{r.line}:{r.col_start + 1}: {r.severity} [{r.code}] {r.message}")
+            if r.fix:
+                typer.echo(f"    fix: {r.fix}")
+            if r.href:
+                typer.echo(f"    see: {r.href}")
+        if not results:
+            typer.echo("no problems found")
+    raise typer.Exit(1 if any(r.severity in ("error", "warning") for r in results) else 0)
+
+
+@kb_app.command("check")
+def kb_check(
+    path: Path = typer.Argument(None, help="Cases folder (default: kb/cases)."),
+    retrieval: bool = typer.Option(False, "--retrieval", help="Also run query examples through the real index (needs `trainfix ingest`)."),
+) -> None:
+    """Validate every case and run its examples; problems print as file:line: message."""
+    from app.kbcheck import check
+
+    engine = _engine(_settings()) if retrieval else None
+    rep = check(path, engine)
+    for p in rep.problems:
+        typer.echo(str(p))
+    n = len(rep.load.cases)
+    typer.echo(f"{n} cases checked in {rep.load.files} files: {len(rep.problems)} problem(s)", err=True)
+    raise typer.Exit(1 if rep.problems or n == 0 else 0)
+
+
+@kb_app.command("stats")
+def kb_stats(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Counts by category, source language, evidence level and framework; cases without triggers or with failing examples."""
+    from app.kbcheck import stats
+
+    s = stats()
+    if as_json:
+        typer.echo(json.dumps(s, ensure_ascii=False, indent=2))
+        return
+    typer.echo(f"cases: {s['cases']} ({s['published']} published, {s['drafts']} drafts), with triggers: {s['with_triggers']}")
+    typer.echo("by category:")
+    for k, v in s["by_category"].items():
+        typer.echo(f"  {k:28s} {v}")
+    for key in ("by_source_lang", "by_evidence", "by_framework"):
+        typer.echo(f"{key.replace('_', ' ')}: " + ", ".join(f"{k} {v}" for k, v in s[key].items()))
+    typer.echo(f"without triggers: {len(s['without_triggers'])}; files with failing examples or problems: {len(s['failing_files'])}")
+    for f in s["failing_files"]:
+        typer.echo(f"  {f}")
+
+
+@kb_app.command("draft")
+def kb_draft(
+    issue: Path = typer.Argument(..., help="GitHub REST API JSON of an issue (optionally with a 'comments' list, or a sibling *.comments.json)."),
+    out: Path = typer.Option(None, "--out", "-o", help="Where to write the draft (default: kb/drafts/<id>.md)."),
+    category: str = typer.Option("data_quality", "--category", help="Taxonomy id for the draft."),
+) -> None:
+    """Turn a GitHub issue (REST JSON) into a draft case file for a person to review."""
+    from ingest.github_issue import DraftError, draft_from_file
+
+    try:
+        path = draft_from_file(issue, out, category)
+    except DraftError as e:
+        _err(str(e), 2)
+    typer.echo(f"draft written to {path}")
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(7860, "--port"),
+) -> None:
+    """Start the chat UI, the HTTP API and the Slack endpoint in one process."""
+    from app.channels.server import run
+
+    run(host, port)
+
+
+@app.command("eval")
+def eval_cmd(
+    subset: int = typer.Option(0, "--subset", help="Only the first N questions (0 = all)."),
+    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Also run BM25-only, dense-only and hybrid-without-triggers."),
+    st_model: str = typer.Option("minilm", "--st-model", help="sentence-transformers model to compare ('' to skip)."),
+    floor: float = typer.Option(0.0, "--min-hit3", help="Fail (exit 1) when the full pipeline's hit@3 is below this."),
+    write: bool = typer.Option(True, "--write/--no-write", help="Write eval/report.md and the chart."),
+) -> None:
+    """Measure hit@1, hit@3, MRR and nDCG@5 on the labelled questions, against baselines."""
+    from eval.run import EvalError, main as run_eval
+
+    try:
+        ok = run_eval(subset=subset, baselines=baselines, st_model=st_model or None, floor=floor, write=write)
+    except EvalError as e:
+        _err(str(e), 2)
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def bench(
+    sizes: str = typer.Option("1000,10000,100000", "--sizes", help="Index sizes in retrieval units."),
+    queries: int = typer.Option(60, "--queries"),
+) -> None:
+    """Latency, cold start, ingest throughput, index size and memory; writes eval/bench.md."""
+    from eval.bench import main as run_bench
+
+    run_bench([int(s) for s in sizes.split(",") if s], queries)
+
+
+@fb_app.command("export")
+def feedback_export(out: Path = typer.Option(None, "--out", "-o", help="JSONL file (default: stdout).")) -> None:
+    """Write the stored feedback as JSONL for review."""
+    from app.feedback import FeedbackStore
+
+    fb = FeedbackStore(_settings().feedback_db)
+    lines = [json.dumps(r, ensure_ascii=False) for r in fb.export()]
+    if out:
+        out.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+        typer.echo(f"{len(lines)} feedback rows written to {out}", err=True)
+    else:
+        for ln in lines:
+            typer.echo(ln)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

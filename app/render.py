@@ -1,0 +1,144 @@
+"""Render a Diagnosis for each channel: Markdown (CLI, UI), Slack Block Kit, JSON; lint results as LSP diagnostics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.models import CauseOut, Diagnosis
+
+T = {
+    "en": {
+        "causes": "Likely causes",
+        "unsure": "I could not match this to a known case with confidence. These cases are the closest and may be related:",
+        "fixes": "Fix",
+        "why": "Why it matched",
+        "sources": "Sources",
+        "read": "What I read from your files",
+        "nothing_read": "No settings or log symptoms were read from your files.",
+        "checks": "General first checks",
+        "evidence_level": "Evidence",
+        "likely": {"high": "high", "medium": "medium", "low": "low"},
+        "ask": "To narrow it down",
+        "notes": "Notes",
+        "symptom": "matches your description",
+        "levels": {"maintainer-confirmed": "maintainer-confirmed", "reporter-confirmed": "reporter-confirmed", "community-advice": "community advice"},
+        "likelihood": "likelihood",
+    },
+    "zh": {
+        "causes": "可能的原因",
+        "unsure": "没有找到可以确信匹配的已知案例。下面是最接近、可能相关的案例：",
+        "fixes": "解决办法",
+        "why": "匹配依据",
+        "sources": "来源",
+        "read": "从你的文件中读到的信息",
+        "nothing_read": "没有从你的文件中读到配置项或日志症状。",
+        "checks": "通用排查步骤",
+        "evidence_level": "可信度",
+        "likely": {"high": "高", "medium": "中", "low": "低"},
+        "ask": "为了进一步确认",
+        "notes": "提示",
+        "symptom": "与描述相符",
+        "levels": {"maintainer-confirmed": "维护者确认", "reporter-confirmed": "报告者确认", "community-advice": "社区建议"},
+        "likelihood": "可能性",
+    },
+}
+
+
+def labels(lang: str) -> dict[str, Any]:
+    return T["zh" if lang == "zh" else "en"]
+
+
+def _cause_md(i: int, c: CauseOut, lang: str) -> str:
+    L = labels(lang)
+    out = [f"### {i}. {c.title}", ""]
+    out.append(f"{c.cause}  \n*{L['likelihood']}: {L['likely'].get(c.likelihood, c.likelihood)} · {L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}*")
+    if c.demoted:
+        out += ["", f"> {c.demoted}"]
+    why = list(c.evidence) + [f"{L['symptom']}: {s}" for s in c.matched_symptoms]
+    if why:
+        out += ["", f"**{L['why']}:**"] + [f"- {e}" for e in why]
+    out += ["", f"**{L['fixes']}:**"] + [f"- {f}" for f in c.fixes]
+    for d in c.diffs:
+        out += ["", "```diff", d.rstrip(), "```"]
+    cites = " ".join(f"[[{x.n}]]({x.url} \"{x.title}\")" for x in c.citations)
+    out += ["", f"{L['sources']}: {cites}"]
+    return "\n".join(out)
+
+
+def facts_md(d: Diagnosis) -> str:
+    L = labels(d.language)
+    lines = []
+    for f in d.facts:
+        val = f.value if not isinstance(f.value, float) or not f.value.is_integer() else int(f.value)
+        lines.append(f"- `{f.key}` = `{val}` ({f.where()})")
+    return "\n".join(lines) if lines else L["nothing_read"]
+
+
+def to_markdown(d: Diagnosis, show_facts: bool = True) -> str:
+    L = labels(d.language)
+    out: list[str] = []
+    if d.confident:
+        out.append(f"## {L['causes']}")
+        out += [_cause_md(i, c, d.language) for i, c in enumerate(d.causes, 1)]
+    else:
+        out.append(L["unsure"])
+        out += [_cause_md(i, c, d.language) for i, c in enumerate(d.related, 1)]
+        if d.general_checks:
+            out.append(f"## {L['checks']}")
+            out += [f"- {c}" for c in d.general_checks]
+    if d.clarify:
+        out.append(f"**{L['ask']}:** {d.clarify['question']} ({' / '.join(d.clarify['options'])})")
+    if show_facts and (d.facts or d.files):
+        out.append(f"## {L['read']}")
+        out.append(facts_md(d))
+    if d.notes:
+        out.append(f"**{L['notes']}:**")
+        out += [f"- {n}" for n in d.notes]
+    return "\n\n".join(out)
+
+
+def to_json(d: Diagnosis) -> dict[str, Any]:
+    return d.model_dump(mode="json")
+
+
+def to_slack_blocks(d: Diagnosis, top: int = 3, thread_key: str = "") -> list[dict[str, Any]]:
+    """Block Kit: one section per cause with fixes and citations, a 'more' button, feedback buttons."""
+    L = labels(d.language)
+    items = d.causes if d.confident else d.related
+    blocks: list[dict[str, Any]] = []
+    head = f"*{L['causes']}*" if d.confident else L["unsure"]
+    blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": head}})
+    for i, c in enumerate(items[:top], 1):
+        why = "\n".join(f"• {e}" for e in c.evidence[:3])
+        fixes = "\n".join(f"• {f}" for f in c.fixes[:3])
+        cites = " ".join(f"<{x.url}|[{x.n}]>" for x in c.citations)
+        text = f"*{i}. {c.title}*\n{c.cause}\n" + (f"_{L['why']}_\n{why}\n" if why else "") + f"_{L['fixes']}_\n{fixes}\n{L['sources']}: {cites}"
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}})
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": f"fb-{c.case_id}"[:255],
+                "elements": [
+                    {"type": "button", "text": {"type": "plain_text", "text": "✅ " + ("this fixed it" if d.language == "en" else "解决了")}, "action_id": "fixed", "value": c.case_id},
+                ],
+            }
+        )
+    if d.clarify:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{L['ask']}:* {d.clarify['question']}"}})
+    blocks.append(
+        {
+            "type": "actions",
+            "block_id": "answer-feedback",
+            "elements": [
+                {"type": "button", "text": {"type": "plain_text", "text": "👍"}, "action_id": "thumbs_up", "value": thread_key or "up"},
+                {"type": "button", "text": {"type": "plain_text", "text": "👎"}, "action_id": "thumbs_down", "value": thread_key or "down"},
+                {"type": "button", "text": {"type": "plain_text", "text": "More" if d.language == "en" else "更多"}, "action_id": "more", "value": thread_key or "more"},
+            ],
+        }
+    )
+    return blocks
+
+
+def slack_text(d: Diagnosis) -> str:
+    items = d.causes if d.confident else d.related
+    return (items[0].title if items else labels(d.language)["unsure"])[:150]

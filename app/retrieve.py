@@ -1,0 +1,149 @@
+"""Hybrid retrieval: dense (Chroma) + lexical (BM25) over retrieval units, pooled to cases, fused with trigger hits.
+
+`mode` selects the baselines the eval compares: bm25, dense, hybrid (no triggers), full.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app.embeddings import CountingEmbeddings, VectorCache, make_embedder
+from app.lexical import BM25Index
+from app.models import Case, Fact
+from app.settings import Settings
+from app.store import Store, StoreError
+from app.triggers import TriggerHit, fire
+
+MODES = ("full", "hybrid", "dense", "bm25")
+
+# Fusion weights (chosen on the eval set; see eval/report.md).
+W_DENSE = 0.55
+W_LEX = 0.45
+W_TRIGGER = 1.0
+W_SIGNAL = 0.12
+DENSE_K = 80
+
+
+@dataclass
+class Scored:
+    case: Case
+    score: float
+    dense: float = 0.0  # raw best cosine of the case's units
+    lex: float = 0.0  # best BM25 of the case's units
+    triggers: list[TriggerHit] = field(default_factory=list)
+    signals: list[Fact] = field(default_factory=list)
+
+
+@dataclass
+class Retrieval:
+    ranked: list[Scored]
+    timings: dict[str, float]
+    top_cos: float
+    top_lex: float
+
+
+class Engine:
+    """Everything a question needs, loaded once per process: the store, the BM25 index, the cases."""
+
+    def __init__(self, settings: Settings | None = None, embedder: CountingEmbeddings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.embedder = embedder or make_embedder(self.settings.embedder, self.settings.threads)
+        self.store = Store(self.settings, self.embedder, VectorCache(self.settings.vector_cache))
+        self.reload()
+
+    def reload(self) -> None:
+        self.store.check_embedder()
+        if self.store.count() == 0:
+            raise StoreError(f"the index in {self.settings.chroma_url or self.settings.index_dir} is empty. Run `trainfix ingest` first.")
+        cards = self.store.read_cards()
+        self.cases: dict[str, Case] = {c.id: c for c in cards}
+        self.case_ids = sorted(self.cases)
+        ix = {cid: i for i, cid in enumerate(self.case_ids)}
+        ids, docs, metas = self.store.all_units()
+        keep = [i for i, m in enumerate(metas) if m.get("case_id") in ix]
+        self.unit_ids = [ids[i] for i in keep]
+        self.unit_case = np.array([ix[metas[i]["case_id"]] for i in keep], dtype=np.int64)
+        self.unit_pos = {u: i for i, u in enumerate(self.unit_ids)}
+        self.bm25 = BM25Index([docs[i] for i in keep])
+        self.version = self.store.manifest().get("updated")
+
+    def _pool(self, unit_scores: np.ndarray) -> np.ndarray:
+        out = np.full(len(self.case_ids), -np.inf, dtype=np.float32)
+        np.maximum.at(out, self.unit_case, unit_scores)
+        return out
+
+    def retrieve(self, text: str, facts: dict[str, Fact], mode: str = "full") -> Retrieval:
+        t: dict[str, float] = {}
+        n_cases = len(self.case_ids)
+        dense = np.zeros(n_cases, dtype=np.float32)
+        lex = np.zeros(n_cases, dtype=np.float32)
+        top_cos = top_lex = 0.0
+        if mode in ("full", "hybrid", "dense") and text.strip():
+            t0 = time.perf_counter()
+            vec = self.embedder.embed_query(text)
+            t["embed"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            hits = self.store.query(vec, DENSE_K)
+            t["dense"] = time.perf_counter() - t0
+            unit_scores = np.full(len(self.unit_ids), -np.inf, dtype=np.float32)
+            for h in hits:
+                p = self.unit_pos.get(h.id)
+                if p is not None:
+                    unit_scores[p] = h.score
+            pooled = self._pool(unit_scores)
+            found = np.isfinite(pooled)
+            if found.any():
+                top_cos = float(pooled[found].max())
+                floor = float(pooled[found].min()) if found.sum() > 1 else top_cos - 0.1
+                span = max(top_cos - floor, 1e-6)
+                dense = np.where(found, (pooled - floor) / span, 0.0).astype(np.float32)
+        if mode in ("full", "hybrid", "bm25") and text.strip():
+            t0 = time.perf_counter()
+            pooled = self._pool(self.bm25.scores(text))
+            pooled[~np.isfinite(pooled)] = 0
+            top_lex = float(pooled.max()) if len(pooled) else 0.0
+            lex = pooled / top_lex if top_lex > 0 else pooled
+            t["bm25"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if mode == "dense":
+            base = dense
+        elif mode == "bm25":
+            base = lex
+        else:
+            base = W_DENSE * dense + W_LEX * lex
+        trig: dict[int, list[TriggerHit]] = {}
+        sig: dict[int, list[Fact]] = {}
+        if mode == "full" and facts:
+            for i, cid in enumerate(self.case_ids):
+                case = self.cases[cid]
+                if case.triggers:
+                    hits_ = fire(case, facts)
+                    if hits_:
+                        trig[i] = hits_
+                s = [facts[k] for k in case.log_signals if k in facts]
+                if s:
+                    sig[i] = s
+        t["triggers"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        score = base.astype(np.float64).copy()
+        for i, hs in trig.items():
+            score[i] += W_TRIGGER * min(sum(h.trigger.weight for h in hs), 2.0)
+        for i, s in sig.items():
+            score[i] += W_SIGNAL * min(len(s), 3)
+        order = np.argsort(-score, kind="stable")
+        ranked = [
+            Scored(
+                case=self.cases[self.case_ids[i]],
+                score=float(score[i]),
+                dense=float(dense[i]),
+                lex=float(lex[i]),
+                triggers=trig.get(i, []),
+                signals=sig.get(i, []),
+            )
+            for i in order[:50]
+        ]
+        t["fusion"] = time.perf_counter() - t0
+        return Retrieval(ranked=ranked, timings=t, top_cos=top_cos, top_lex=top_lex)
