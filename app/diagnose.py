@@ -97,10 +97,10 @@ def gather(question: str, attachments: list[Attachment], history: list[Turn], ma
         earlier_prose.append(p)
         atts += b + list(t.attachments)
     fs = read_attachments(atts, prose, max_bytes)
-    # the latest statement wins: facts from this turn's prose first, then files, then earlier prose
+    # files are more precise than prose, but in a follow-up the latest statement ("now at lr 1e-5") wins
     now = text_facts(prose)
     before = [f for p in earlier_prose for f in text_facts(p, "earlier message")]
-    fs.facts = now + fs.facts + before
+    fs.facts = (now + fs.facts if earlier_prose else fs.facts + now) + before
     tried = [m.group(0).strip() for p in [prose, *earlier_prose] for m in _TRIED.finditer(p) if len(m.group(0).strip()) > 3]
     return prose, " ".join(earlier_prose), fs, tried
 

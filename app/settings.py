@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     slack_bot_token: str | None = None
     slack_api_url: str | None = None  # Web API base URL (tests point it at a local stand-in)
     slack_app_token: str | None = None  # Socket Mode
+    vector_cache_path: Path | None = None  # default: <home>/vectors.sqlite; tests share one across temporary homes
 
     @property
     def index_dir(self) -> Path:
@@ -37,7 +38,7 @@ class Settings(BaseSettings):
 
     @property
     def vector_cache(self) -> Path:
-        return self.home / "vectors.sqlite"
+        return self.vector_cache_path or self.home / "vectors.sqlite"
 
     @property
     def feedback_db(self) -> Path:

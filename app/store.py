@@ -197,8 +197,8 @@ class Store:
         return self.collection.count()
 
     def query(self, vector: list[float], k: int) -> list[Hit]:
-        k = min(k, max(self.count(), 1))
         try:
+            k = min(k, max(self.count(), 1))
             res = self.collection.query(query_embeddings=[vector], n_results=k, include=["distances"])
         except Exception as e:
             raise StoreUnavailable(f"the index did not answer ({_where(self.settings)}): {e}") from e

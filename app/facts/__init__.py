@@ -106,13 +106,23 @@ def detect_kind(name: str, text: str) -> str:
         return "python"
     if low.endswith(".sh") or (looks_like_cmdline(s) and not re.search(r"^\s*[\w.\-]+\s*:\s", s, re.M)):
         return "cmdline"
+    if low.endswith((".yaml", ".yml")) or _mostly_key_values(s):
+        return "yaml"
     if looks_like_log(s):
         return "log"
-    if low.endswith((".yaml", ".yml")) or re.search(r"^\s*[\w.\-]+\s*:\s*\S", s, re.M):
+    if re.search(r"^\s*[\w.\-]+\s*:\s*\S", s, re.M):
         return "yaml"
     if s.startswith("{"):
         return "json"
     return "unknown"
+
+
+def _mostly_key_values(s: str) -> bool:
+    lines = [ln for ln in s.splitlines()[:400] if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        return False
+    kv = sum(1 for ln in lines if re.match(r"^\s*(- )?[\w.\-]+\s*:(\s|$)", ln))
+    return kv >= 0.6 * len(lines) and not any(ln.lstrip().startswith("{") for ln in lines)
 
 
 def _json_ok(s: str) -> bool:
@@ -240,6 +250,10 @@ def derive(fs: FactSet) -> None:
     if ft is not None and ft.value == "lora" and q4 is not None and q4.value is True:
         fs.facts = [f for f in fs.facts if f.key != "train.finetuning_type"]
         extra.append(ft.model_copy(update={"value": "qlora"}))
+    lr = have.get("train.learning_rate")
+    if ft is None and lr is not None and lr.file in fs.redacted_texts and not re.search(r"lora|peft|adapter|qlora|prefix_tuning|p_tuning|freeze", fs.redacted_texts[lr.file], re.I):
+        # a training config or launch line with no adapter settings at all trains every weight
+        extra.append(lr.model_copy(update={"key": "train.finetuning_type", "value": "full", "text": lr.text + "  (no LoRA/PEFT settings in this file: full fine-tuning)"}))
     pad = have.get("tokenizer.pad_token")
     if pad is not None and "tokenizer.pad_is_eos" not in have and str(pad.value).strip() in _EOS_LIKE:
         extra.append(pad.model_copy(update={"key": "tokenizer.pad_is_eos", "value": True}))

@@ -17,7 +17,7 @@ from app.models import Fact
 
 _NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|nan|inf|-inf|NaN|Inf|-Inf|Infinity)"
 _DICT_KV = re.compile(r"['\"]([\w/\-\.]+)['\"]\s*:\s*(?:tensor\()?" + _NUM)
-_COLON_KV = re.compile(r"(?:^|[\s|,\-\[])([a-z][\w/\-\.]*?)\s*[:=]\s*" + _NUM + r"(?=$|[\s,|\]])", re.I)
+_COLON_KV = re.compile(r"(?:^|[\s|,\-\[])([a-z][\w/\-\.]*?)(?:\s*[:=]\s*|\s+)" + _NUM + r"(?=$|[\s,|\]])", re.I)
 _STEP = re.compile(r"\b(?:global_step|step|iter(?:ation)?)\s*[:=]?\s*(\d+)", re.I)
 _OVERFLOW = re.compile(r"overflow.*?(?:attempted loss scale|loss scale(?:r)?)[:\s]*(?:\d+\s*,?\s*)?.*?(?:reducing (?:loss scale )?to|reducing to)\s*([\d.e+]+)", re.I)
 _OVERFLOW_ANY = re.compile(r"\boverflow\b.*\bskip", re.I)
@@ -96,6 +96,7 @@ class LogReader:
         self.flags: dict[str, tuple[int, str]] = {}
         self.versions: dict[str, tuple[str, int, str]] = {}
         self.messages: list[str] = []
+        self._follow = 0
         self.ordinal = 0
         self.line_texts: dict[int, str] = {}
         self.n = 0
@@ -134,8 +135,13 @@ class LogReader:
             self.flags.setdefault("oom", (n, s.strip()))
         if _NAN_MSG.search(s):
             self.flags.setdefault("nan_msg", (n, s.strip()))
-        if _ERRORISH.search(s) and len(self.messages) < 40 and "{" not in s[:2]:
-            self.messages.append(low.strip()[:300])
+        if len(self.messages) < 60 and "{" not in s[:2]:
+            if _ERRORISH.search(s):
+                self.messages.append(low.strip()[:300])
+                self._follow = 3
+            elif self._follow > 0 and low.strip():
+                self.messages.append(low.strip()[:300])  # continuation lines of an error (e.g. "size mismatch for ...")
+                self._follow -= 1
         pairs = _DICT_KV.findall(s)
         if not pairs and ("loss" in low or "grad" in low or "kl" in low or "reward" in low or "entropy" in low):
             pairs = _COLON_KV.findall(s)
@@ -351,5 +357,9 @@ def read_trainer_state(text: str, data: dict, file: str) -> list[Fact]:
 def looks_like_log(text: str) -> bool:
     head = text[:20000]
     return bool(
-        re.search(r"\{'loss':|\"loss\":\s*[\d.]|\bstep\s*[:=]?\s*\d+.*\bloss\b|OVERFLOW|Traceback|\bloss\s*[:=]\s*[\d.]|\[rank\d+\]|INFO|WARNING", head)
+        re.search(
+            r"\{'loss':|\"loss\":\s*[\d.]|\bstep\s*[:=]?\s*\d+.*(loss|kl|reward|entropy)|OVERFLOW|Traceback|"
+            r"(loss|grad_norm|kl|reward|entropy)[\w/]*\s*[:=]\s*[-\d.]|\[rank\d+\]|INFO|WARNING|Error:",
+            head,
+        )
     )

@@ -234,6 +234,7 @@ RULES: dict[str, list[Rule]] = {
     "stage": [("train.stage", _stage)],
     "rl": [("train.stage", _stage)],
     "rlhf_type": [("train.stage", _stage)],
+    "adv_estimator": [("train.stage", lambda v: {"gae": "ppo", "grpo": "grpo", "rloo": "rloo", "reinforce_plus_plus": "reinforce", "remax": "reinforce", "grpo_passk": "grpo"}.get(str(v).strip().lower()))],
     "seed": [("train.seed", to_num)],
     "resume_from_checkpoint": [("train.resume_from_checkpoint", lambda v: to_str(v) if to_bool(v) is not False else None)],
     "save_steps": [("train.save_steps", to_num)],
@@ -391,7 +392,7 @@ def normalize(path: str, value: Any, file: str, line: int, text: str) -> list[Fa
 
 
 _FAMILY = [
-    ("qwen3", r"qwen-?3"), ("qwen2.5", r"qwen-?2\.5"), ("qwen2", r"qwen-?2"), ("qwen", r"qwen"),
+    ("qwen3.5", r"qwen-?3\.5"), ("qwen3", r"qwen-?3"), ("qwen2.5", r"qwen-?2\.5"), ("qwen2", r"qwen-?2"), ("qwen", r"qwen"),
     ("llama", r"llama"), ("mixtral", r"mixtral"), ("mistral", r"mistral"), ("gemma3", r"gemma-?3"), ("gemma2", r"gemma-?2"),
     ("gemma", r"gemma"), ("phi", r"phi-?\d"), ("deepseek", r"deepseek"), ("chatglm", r"chatglm|glm-?4"), ("baichuan", r"baichuan"),
     ("yi", r"\byi-"), ("internlm", r"internlm"), ("falcon", r"falcon"), ("olmo", r"olmo"), ("gpt2", r"gpt-?2"),

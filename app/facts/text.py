@@ -13,7 +13,7 @@ _PREC = re.compile(r"\b(bf16|bfloat16|fp16|float16|fp32)\b", re.I)
 _ZERO = re.compile(r"\bzero[-_ ]?(?:stage[-_ ]?)?([0-3])\b|\bz([0-3])\b", re.I)
 _STAGE = re.compile(r"\b(sft|dpo|kto|orpo|simpo|ppo|grpo|rloo|dapo|reward model|rm)\b", re.I)
 _FT = re.compile(r"\b(qlora|lora|full[- ]?(?:parameter|param)?[- ]?fine[- ]?tun\w*|full ft|full finetune)\b|全量|全参", re.I)
-_MODEL = re.compile(r"\b((?:qwen|llama|mistral|mixtral|gemma|phi|deepseek|chatglm|glm|baichuan|yi|internlm)[\w.\-]*?(?:[-_ ]?\d+(?:\.\d+)?[bB])?)\b", re.I)
+_MODEL = re.compile(r"\b((?:qwen|llama|mistral|mixtral|gemma|phi|deepseek|chatglm|glm|baichuan|yi|internlm)[\w.\-]*(?:[ _]\d+(?:\.\d+)?[bB])?)(?![\w.])", re.I)
 _ATTN = re.compile(r"\b(flash[_ -]?attention[_ -]?2|flash[_ -]?attn|fa2|sdpa|eager)\b", re.I)
 _NEG = re.compile(r"\b(not|no|without|instead of|switched from|moved off)\s+(?:\w+\s+){0,2}$|不是|没有用|没用|不用|换掉了?$", re.I)
 

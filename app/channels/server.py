@@ -1,0 +1,126 @@
+"""One process for every channel: the HTTP API (/v1), the Slack endpoint (/slack/events), the Gradio UI at "/".
+
+`trainfix serve` calls run(). The engine loads in a background thread: /healthz answers at once, /readyz says 503
+until the index is loaded (and whenever its store, e.g. a Chroma server, stops answering).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.channels import api, slack
+from app.channels.state import State
+from app.settings import Settings
+
+log = logging.getLogger("trainfix.server")
+
+DESCRIPTION = """Diagnose LLM / deep-learning training failures: ranked causes with fixes, evidence and citations.
+
+* `POST /v1/diagnose` — a question, attachments (configs, launch commands, logs) and the conversation so far
+* `POST /v1/lint` — Language Server Protocol diagnostics for one file, for editor plugins
+* `GET /v1/cases`, `GET /v1/cases/{id}` — the knowledge base
+* `POST /v1/feedback` — thumbs up/down, "this fixed it"
+
+When the server sets `TRAINFIX_API_TOKEN`, send `Authorization: Bearer <token>` on /v1/*.
+Errors are JSON: `{"error": {"code": "...", "message": "...", "request_id": "..."}}`.
+"""
+
+
+def _mount_ui(app: FastAPI, state: State) -> bool:
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gradio as gr
+
+        from app.channels.ui import build_ui
+    except Exception as e:  # noqa: BLE001 - the API and Slack still serve without the UI
+        log.warning("chat UI not available (%s: %s): serving the API and Slack only", type(e).__name__, e)
+        return False
+    try:
+        gr.mount_gradio_app(app, build_ui(state), path="/")
+    except Exception as e:  # noqa: BLE001
+        log.warning("chat UI failed to build (%s: %s): serving the API and Slack only", type(e).__name__, e)
+        return False
+    return True
+
+
+def create_app(settings: Settings | None = None, with_ui: bool = True) -> FastAPI:
+    """The FastAPI app with the API router, /slack/events and (when with_ui and app.channels.ui imports) the Gradio UI."""
+    from fastapi.middleware.cors import CORSMiddleware
+
+    api.configure_logging()
+    settings = settings or Settings()
+    state = State(settings)
+    warm = api.Warmup(state)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        warm.start()
+        yield
+
+    app = FastAPI(
+        title="trainfix",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[{"name": "v1", "description": "Diagnosis, lint, cases, feedback"}, {"name": "health", "description": "Liveness and readiness"}],
+    )
+    api.install(app, state, warm)
+    bot = slack.install(app, state, warm)
+    origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+            expose_headers=["X-Request-ID"],
+            max_age=600,
+        )
+    app.state.trainfix = state
+    app.state.warmup = warm
+    app.state.slack_bot = bot
+    app.state.ui = _mount_ui(app, state) if with_ui else False
+    return app
+
+
+def create_api_app() -> FastAPI:
+    """Factory without the UI (`uvicorn --factory app.channels.server:create_api_app`), for API-only processes."""
+    return create_app(with_ui=False)
+
+
+def run(host: str = "127.0.0.1", port: int = 7860) -> None:
+    import uvicorn
+
+    settings = Settings()
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False))
+    warm: api.Warmup = app.state.warmup
+    if settings.slack_app_token:
+        if app.state.slack_bot is None:
+            log.warning("TRAINFIX_SLACK_APP_TOKEN is set but Slack is not configured (signing secret and bot token): no Socket Mode")
+        else:
+            slack.start_socket_mode(app.state.slack_bot, settings.slack_app_token)
+
+    def announce() -> None:
+        said_error = None
+        while not server.should_exit:
+            if server.started and warm.loaded:
+                print(f"trainfix ready on http://{host}:{port}", flush=True)
+                return
+            if server.started and not warm.building and not warm.loaded:
+                if warm.error is not None and str(warm.error) != said_error:
+                    said_error = str(warm.error)
+                    print(f"trainfix is up on http://{host}:{port} but the index is not ready: {warm.error} (retrying)", flush=True)
+                warm.start()  # keep trying, e.g. until the Chroma server answers
+                time.sleep(5)
+            time.sleep(0.2)
+
+    threading.Thread(target=announce, name="trainfix-announce", daemon=True).start()
+    server.run()
