@@ -240,7 +240,8 @@ def eval_cmd(
     write: bool = typer.Option(True, "--write/--no-write", help="Write eval/report.md and the chart."),
 ) -> None:
     """Measure hit@1, hit@3, MRR and nDCG@5 on the labelled questions, against baselines."""
-    from eval.run import EvalError, main as run_eval
+    from eval.run import EvalError
+    from eval.run import main as run_eval
 
     try:
         ok = run_eval(subset=subset, baselines=baselines, st_model=st_model or None, floor=floor, write=write)

@@ -23,11 +23,12 @@ from app.retrieve import Engine, Retrieval, Scored
 TAU_COS = 0.855
 TAU_LEX = 4.0
 CLOSE = 0.9  # top-2 score ratio above which the answer asks a separating question
-DEMOTE = 0.45
+DEMOTE = 0.3
 
+# "I already did X" statements: an explicit action, not just "still" / "还是" (which describe the symptom)
 _TRIED = re.compile(
-    r"[^.。!！?？\n]*(?:already|tried|did ?n[o']t help|does ?n[o']t help|no luck|still|didn't work|"
-    r"已经|试过|尝试过|还是|仍然|依然|没用|不管用|无效)[^.。!！?？\n]*",
+    r"[^.。!！?？\n]*(?:already|i(?:'ve| have)? tried|tried (?:to |setting |using |removing |lowering )|did ?n[o']t help|does ?n[o']t help|no luck|"
+    r"已经|试过|尝试过|也试了|改过|换过)[^.。!！?？\n]*",
     re.I,
 )
 
@@ -125,8 +126,11 @@ def _demote(ranked: list[Scored], tried: list[str]) -> dict[str, str]:
         for stmt in tried:
             st = {t for t in tokenize(stmt) if len(t) > 1 and not t.replace(".", "").replace("e-", "").isdigit()}
             st -= {"already", "tried", "still", "已经", "试过", "还是", "loss", "nan", "training", "训练"}
-            if len(st) >= 1 and len(st & fix_toks) / len(st) >= 0.5:
-                sc.score *= DEMOTE
+            common = st & fix_toks
+            if len(common) >= 2 and len(common) / len(st) >= 0.4 or len(st) == 1 and common:
+                # the user changed what the earlier file showed: its trigger evidence no longer holds
+                sc.score = (sc.score - sc.bonus) * DEMOTE
+                sc.triggers = []
                 notes[sc.case.id] = stmt
                 break
     ranked.sort(key=lambda s: -s.score)

@@ -147,8 +147,12 @@ def load_case_file(path: Path, root: Path | None = None) -> tuple[Case | None, l
         return None, [Problem(rel, 1, "front matter is not a mapping")]
     data = _strip_lines(raw)
     problems: list[Problem] = []
+    body_parts = parse_body(body)
+    for lang, name in (("en", "## English"), ("zh", "## 中文")):
+        if not body_parts.get(lang):
+            problems.append(Problem(rel, fm.count("\n") + 3, f"body: missing '{name}' section (both languages are required)"))
     try:
-        case = Case.model_validate({**data, "body": parse_body(body), "path": rel})
+        case = Case.model_validate({**data, "body": body_parts, "path": rel})
     except ValidationError as e:
         for err in e.errors():
             loc = tuple(err["loc"])
@@ -156,10 +160,6 @@ def load_case_file(path: Path, root: Path | None = None) -> tuple[Case | None, l
             where = ".".join(str(p) for p in loc)
             problems.append(Problem(rel, line, f"{where}: {err['msg']}"))
         return None, problems
-    body_parts = case.body
-    for lang, name in (("en", "## English"), ("zh", "## 中文")):
-        if not body_parts.get(lang):
-            problems.append(Problem(rel, fm.count("\n") + 3, f"body: missing '{name}' section (both languages are required)"))
     lines = raw.get("__lines__", {})
     tax = load_taxonomy(KB_DIR)
     if case.category not in tax.ids():

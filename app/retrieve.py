@@ -35,6 +35,7 @@ class Scored:
     lex: float = 0.0  # best BM25 of the case's units
     triggers: list[TriggerHit] = field(default_factory=list)
     signals: list[Fact] = field(default_factory=list)
+    bonus: float = 0.0  # the part of `score` that came from triggers and log signals
 
 
 @dataclass
@@ -142,6 +143,7 @@ class Engine:
                 lex=float(lex[i]),
                 triggers=trig.get(i, []),
                 signals=sig.get(i, []),
+                bonus=float(score[i] - base[i]),
             )
             for i in order[:50]
         ]

@@ -5,10 +5,21 @@ Embeddings are cached by content hash in one session-wide file, so each distinct
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
+import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,8 +79,10 @@ def make_settings(home: Path, vector_cache: Path, **kw):
 
 @pytest.fixture(scope="session")
 def seed_kb(tmp_path_factory) -> Path:
-    """The five first cases plus ten distractors from other categories."""
-    return copy_cases(tmp_path_factory.mktemp("seedkb"), SEED_CASES + distractors(12))
+    """The five first cases, the other loss-to-zero cases (competition for the first) and distractors from other categories."""
+    same_category = [f"loss_zero/{p.stem}" for p in sorted((KB_CASES / "loss_zero").glob("*.md"))]
+    names = list(dict.fromkeys(SEED_CASES + distractors(12) + same_category))
+    return copy_cases(tmp_path_factory.mktemp("seedkb"), names)
 
 
 @pytest.fixture(scope="session")
@@ -111,6 +124,268 @@ def ui_server(request, tmp_path_factory):
         ingest_small_kb(small_kb(tmp_path_factory.mktemp("ui_kb")))
         from app.channels.state import State
 
-        state = State(auto_ingest=False)
-        with serve(make_app(state)) as url:
+        app, state = make_app(State(auto_ingest=False))
+        with serve(app) as url:
             yield SimpleNamespace(url=url, state=state)
+
+
+# ---------------------------------------------------------------- the HTTP API, the Slack bot, a shared Chroma server
+# (tests/test_api.py, test_slack.py, test_chroma_server.py). Servers run for real on 127.0.0.1 in subprocesses;
+# nothing of ours is mocked. `api_server` is one `trainfix serve` (API + Slack + the UI when it imports) with a
+# token, a 1 MB body limit, CORS and Slack pointed at `slack_standin`, a local stand-in for Slack's Web API.
+
+
+PY = sys.executable
+
+SERVER_KB_CASES = [
+    "loss_zero/deepspeed-comm-dtype-fp32-loss-zero",
+    "preference_optimization/dpo-beta-zero-loss-stuck",
+    "memory_oom/cuda-allocator-fragmentation-oom",
+    "distributed_comm/nccl-timeout-long-preprocessing",
+    "rl_policy_optimization/grpo-kl-disabled-pg-loss-divergence",
+    "fp16_overflow/fp16-loss-scale-exhausted-persistent-overflow",
+]
+
+API_TOKEN = "test-token-123"
+SLACK_SECRET = "test-signing-secret"
+SLACK_BOT_TOKEN = "xoxb-test-bot-token"
+CORS_ORIGIN = "http://editor.example"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """The parent's environment without any TRAINFIX_* setting, plus the given ones (set before any Settings exists)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINFIX_")}
+    env.update(
+        TRAINFIX_HOME=str(home), TRAINFIX_THREADS="1", HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False",
+        PYTHONUNBUFFERED="1", ANONYMIZED_TELEMETRY="False",
+    )
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+class ServerProc:
+    """A subprocess serving HTTP on 127.0.0.1:port, its output in a log file; stopped by its own pid."""
+
+    def __init__(self, args: list[str], env: dict[str, str], port: int, log_path: Path, cwd: Path = ROOT) -> None:
+        self.args, self.env, self.port, self.log_path, self.cwd = args, env, port, log_path, cwd
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServerProc:
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(self.args, env=self.env, cwd=self.cwd, stdout=self._log, stderr=subprocess.STDOUT)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+
+    def wait_http(self, path: str, timeout: float = 180.0, want: int = 200) -> httpx.Response:
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"{self.args} exited with {self.proc.returncode}:\n{self.log()[-4000:]}")
+            try:
+                r = httpx.get(self.url + path, timeout=10)
+                if r.status_code == want:
+                    return r
+                last = f"{r.status_code} {r.text[:300]}"
+            except httpx.HTTPError as e:
+                last = e
+            time.sleep(0.3)
+        raise RuntimeError(f"{self.url}{path} did not answer {want} in {timeout}s (last: {last}):\n{self.log()[-4000:]}")
+
+    def wait_log(self, text: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.log()
+            if text in out:
+                return out
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} not in the server's output after {timeout}s:\n{self.log()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def api_server_args(port: int) -> list[str]:
+    """An API-only server (no UI): uvicorn with the create_api_app factory."""
+    return [PY, "-m", "uvicorn", "--factory", "app.channels.server:create_api_app", "--host", "127.0.0.1", "--port", str(port), "--no-access-log"]
+
+
+@pytest.fixture(scope="session")
+def server_kb(tmp_path_factory) -> Path:
+    """A KB folder with a handful of real case files (keeps ingest to seconds)."""
+    return copy_cases(tmp_path_factory.mktemp("server_kb"), SERVER_KB_CASES)
+
+
+@pytest.fixture(scope="session")
+def server_home(tmp_path_factory, server_kb, vector_cache) -> Path:
+    """A TRAINFIX_HOME with the small KB ingested by the real CLI (embedded Chroma, the default embedder)."""
+    home = tmp_path_factory.mktemp("server_home")
+    env = clean_env(home, TRAINFIX_VECTOR_CACHE_PATH=vector_cache)
+    r = subprocess.run([PY, "-m", "app.cli", "ingest", str(server_kb)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return home
+
+
+def slack_sign(body: bytes, secret: str = SLACK_SECRET, ts: int | None = None) -> dict[str, str]:
+    ts = int(time.time()) if ts is None else ts
+    sig = "v0=" + hmac.new(secret.encode(), f"v0:{ts}:".encode() + body, hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": str(ts), "X-Slack-Signature": sig}
+
+
+class SlackStandIn:
+    """A tiny stand-in for Slack's Web API on loopback: records every call, answers the few methods the bot uses,
+    and serves file downloads (only with the bot token, as Slack does)."""
+
+    BOT_USER = "UBOT0001"
+    BOT_ID = "BBOT0001"
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []
+        self.replies: dict[tuple[str, str], list[dict]] = {}
+        self.files: dict[str, tuple[str, bytes]] = {}
+        self.downloads: list[dict] = []
+        self._lock = threading.Lock()
+        self._ts = 0
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _handle(self) -> None:
+                u = urlparse(self.path)
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                if u.path.startswith("/files/"):
+                    fid = u.path.split("/")[2]
+                    standin.downloads.append({"path": u.path, "authorization": self.headers.get("Authorization")})
+                    if self.headers.get("Authorization") != f"Bearer {SLACK_BOT_TOKEN}" or fid not in standin.files:
+                        self._send(200, b"<html>login</html>", "text/html")
+                        return
+                    self._send(200, standin.files[fid][1], "application/octet-stream")
+                    return
+                if not u.path.startswith("/api/"):
+                    self._send(404, b'{"ok": false, "error": "unknown_path"}')
+                    return
+                method = u.path[len("/api/") :]
+                params = {k: v[0] for k, v in parse_qs(u.query).items()}
+                ctype = self.headers.get("Content-Type", "")
+                if raw and "json" in ctype:
+                    params.update(json.loads(raw))
+                elif raw:
+                    params.update({k: v[0] for k, v in parse_qs(raw.decode()).items()})
+                with standin._lock:
+                    standin.calls.append({"method": method, "params": params, "authorization": self.headers.get("Authorization")})
+                self._send(200, json.dumps(standin.answer(method, params)).encode())
+
+            do_GET = _handle
+            do_POST = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def answer(self, method: str, p: dict) -> dict:
+        if method == "auth.test":
+            return {"ok": True, "url": "https://example.slack.com/", "team": "Test", "user": "trainfix", "team_id": "T0001",
+                    "user_id": self.BOT_USER, "bot_id": self.BOT_ID, "is_enterprise_install": False}
+        if method in ("chat.postMessage", "chat.postEphemeral"):
+            with self._lock:
+                self._ts += 1
+                ts = f"1800000000.{self._ts:06d}"
+            return {"ok": True, "channel": p.get("channel"), "ts": ts, "message_ts": ts, "message": {"ts": ts, "text": p.get("text", "")}}
+        if method == "conversations.replies":
+            msgs = self.replies.get((p.get("channel", ""), p.get("ts", "")))
+            return {"ok": True, "messages": msgs or [], "has_more": False} if msgs is not None else {"ok": False, "error": "thread_not_found"}
+        if method == "files.info":
+            fid = p.get("file", "")
+            if fid not in self.files:
+                return {"ok": False, "error": "file_not_found"}
+            return {"ok": True, "file": self.file_obj(fid)}
+        return {"ok": False, "error": "unknown_method"}
+
+    def add_file(self, fid: str, name: str, content: bytes) -> dict:
+        self.files[fid] = (name, content)
+        return self.file_obj(fid)
+
+    def file_obj(self, fid: str) -> dict:
+        name, content = self.files[fid]
+        return {"id": fid, "name": name, "size": len(content), "mode": "hosted", "filetype": name.rsplit(".", 1)[-1],
+                "url_private": f"{self.url}/files/{fid}/{name}", "url_private_download": f"{self.url}/files/{fid}/download/{name}"}
+
+    def calls_to(self, method: str) -> list[dict]:
+        with self._lock:
+            return [c for c in self.calls if c["method"] == method]
+
+    def start(self) -> SlackStandIn:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def slack_standin():
+    s = SlackStandIn().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def api_server(tmp_path_factory, server_home, vector_cache, slack_standin):
+    """`trainfix serve` (API + Slack + the UI when app.channels.ui imports) on a free port, over the small KB."""
+    port = free_port()
+    logs = tmp_path_factory.mktemp("logs")
+    env = clean_env(
+        server_home,
+        TRAINFIX_VECTOR_CACHE_PATH=vector_cache,
+        TRAINFIX_API_TOKEN=API_TOKEN,
+        TRAINFIX_MAX_UPLOAD_MB="1",
+        TRAINFIX_CORS_ORIGINS=CORS_ORIGIN,
+        TRAINFIX_SLACK_SIGNING_SECRET=SLACK_SECRET,
+        TRAINFIX_SLACK_BOT_TOKEN=SLACK_BOT_TOKEN,
+        TRAINFIX_SLACK_API_URL=slack_standin.url + "/api/",
+    )
+    srv = ServerProc([PY, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)], env, port, logs / "serve.log").start()
+    try:
+        srv.wait_http("/readyz", timeout=240)
+        yield srv
+    finally:
+        srv.stop()

@@ -267,8 +267,8 @@ def test_code_blocks_in_chat_message():
 
 TRAINER_STATE = {
     "best_metric": None, "global_step": 40, "epoch": 0.4,
-    "log_history": [{"epoch": 0.01 * i, "grad_norm": g, "learning_rate": 1e-5, "loss": l, "step": i * 10}
-                    for i, (l, g) in enumerate([(1.9, 3.2), (1.7, 2.9), (1.6, 2100.0), (0.0, 0.0), (0.0, 0.0)], 1)],
+    "log_history": [{"epoch": 0.01 * i, "grad_norm": g, "learning_rate": 1e-5, "loss": loss, "step": i * 10}
+                    for i, (loss, g) in enumerate([(1.9, 3.2), (1.7, 2.9), (1.6, 2100.0), (0.0, 0.0), (0.0, 0.0)], 1)],
 }
 
 

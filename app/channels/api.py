@@ -124,6 +124,15 @@ def _validation_fields(exc: RequestValidationError) -> tuple[str, str, list[dict
     return code, msg, fields
 
 
+def store_message(state: State, exc: BaseException) -> str:
+    """The store's message, naming the Chroma server when there is one (so the 503 says where to look)."""
+    msg = str(exc)
+    url = state.settings.chroma_url
+    if url and url not in msg and isinstance(exc, StoreUnavailable):
+        msg += f" (Chroma server {url}: is it running?)"
+    return msg
+
+
 def install_error_handlers(app: FastAPI, state: State) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -133,6 +142,8 @@ def install_error_handlers(app: FastAPI, state: State) -> None:
     async def _http_error(request: Request, exc: StarletteHTTPException):
         code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
         msg = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 400 and "parsing the body" in msg:  # FastAPI's answer to a body that is not UTF-8 JSON
+            return error_response(422, "malformed_json", "the body could not be parsed as JSON (is it UTF-8 text?)", fields=[{"field": "body", "message": "not valid JSON"}])
         if exc.status_code == 404:
             msg = f"no such endpoint: {request.method} {request.url.path} (see /docs)"
         elif exc.status_code == 405:
@@ -150,8 +161,9 @@ def install_error_handlers(app: FastAPI, state: State) -> None:
         if isinstance(exc, StoreUnavailable):
             # the engine holds a client to a store that stopped answering: drop it so the next request rebuilds
             state._engine = None
-        log.warning("index unavailable: %s", exc)
-        return error_response(503, "index_unavailable", str(exc), {"Retry-After": "5"})
+        msg = store_message(state, exc)
+        log.warning("index unavailable: %s", msg)
+        return error_response(503, "index_unavailable", msg, {"Retry-After": "5"})
 
     from app.diagnose import InputError
 
@@ -213,7 +225,7 @@ class RequestContextMiddleware:
 
     async def _read_limited(self, headers: dict[str, str], receive, send):
         limit = self.max_bytes
-        too_big = f"the request body is over the {limit / 1024 / 1024:g} MB limit (TRAINFIX_MAX_UPLOAD_MB)"
+        too_big = f"the request body is over the {limit / 1024 / 1024:.3g} MB limit (TRAINFIX_MAX_UPLOAD_MB)"
         cl = headers.get("content-length")
         if cl is not None:
             try:
@@ -303,7 +315,7 @@ class Warmup:
             raise ApiError(503, "not_ready", f"trainfix is starting ({self.state.status}); try again in a few seconds", {"Retry-After": "5"})
         err = self.error
         if isinstance(err, StoreError):
-            raise ApiError(503, "index_unavailable", str(err), {"Retry-After": "5"})
+            raise ApiError(503, "index_unavailable", store_message(self.state, err), {"Retry-After": "5"})
         raise ApiError(503, "index_unavailable", f"the index could not be loaded: {err}", {"Retry-After": "5"})
 
 
@@ -614,6 +626,12 @@ def build_router(state: State, warm: Warmup) -> APIRouter:
 
     @r.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
     def not_found(rest: str, request: Request):
+        allowed = sorted(
+            {m for rt in r.routes if getattr(rt, "name", "") != "not_found" and hasattr(rt, "path_regex")
+             and rt.path_regex.match(request.url.path) for m in (getattr(rt, "methods", None) or ())}
+        )
+        if allowed:
+            raise ApiError(405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}", {"Allow": ", ".join(allowed)})
         raise ApiError(404, "not_found", f"no such endpoint: {request.method} /v1/{rest} (see /docs)")
 
     return r
@@ -642,7 +660,7 @@ def install(app: FastAPI, state: State, warm: Warmup) -> None:
             state.check()
         except StoreError as e:
             warm.error = e
-            raise ApiError(503, "index_unavailable", str(e), {"Retry-After": "5"}) from e
+            raise ApiError(503, "index_unavailable", store_message(state, e), {"Retry-After": "5"}) from e
         eng = state._engine or eng
         s = state.settings
         return Ready(

@@ -47,6 +47,7 @@ def _mount_ui(app: FastAPI, state: State) -> bool:
     except Exception as e:  # noqa: BLE001
         log.warning("chat UI failed to build (%s: %s): serving the API and Slack only", type(e).__name__, e)
         return False
+    log.info("chat UI mounted at /")
     return True
 
 
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None, with_ui: bool = True) -> FastAP
     app.state.trainfix = state
     app.state.warmup = warm
     app.state.slack_bot = bot
+    log.info("API at /v1 (docs at /docs); Slack events at /slack/events%s", "" if bot else " (not configured)")
     app.state.ui = _mount_ui(app, state) if with_ui else False
     return app
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from starlette.requests import Request
+
 from app.channels.api import ApiError, Warmup
 from app.channels.state import State
 from app.models import Diagnosis
@@ -513,8 +515,6 @@ class SlackBot:
 
 def install(app, state: State, warm: Warmup):
     """POST /slack/events on the FastAPI app. Returns the SlackBot, or None when Slack is not configured."""
-    from fastapi import Request
-
     from app.channels.api import error_response
 
     s = state.settings

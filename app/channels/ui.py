@@ -98,7 +98,7 @@ def ui_text(lang: str) -> dict[str, str]:
 
 
 def _new_session() -> dict[str, Any]:
-    return {"turns": [], "lang": "en", "answers": {}, "last": None}
+    return {"turns": [], "lang": "en", "answers": {}, "last": None, "options": []}
 
 
 # ---------------------------------------------------------------- reading uploads
@@ -230,7 +230,9 @@ def build_ui(state: State) -> gr.Blocks:
         def respond(text: str | None, paths: list[str] | None, history: list[Any] | None, s: dict[str, Any]):
             text = (text or "").strip()
             history = list(history or [])
-            lang = detect_lang(text) if text else s.get("lang", "en")
+            # a quick reply ("fp16", "LoRA") keeps the conversation's language; other messages set it
+            keep = bool(text) and text in s.get("options", []) and bool(s["turns"])
+            lang = s.get("lang", "en") if keep or not text else detect_lang(text)
             T = ui_text(lang)
             max_mb = state.settings.max_upload_mb
             atts, refused = _uploads(paths, max_mb, lang)
@@ -255,7 +257,7 @@ def build_ui(state: State) -> gr.Blocks:
             clarify = None
             try:
                 engine = state.engine()
-                d = diagnose(engine, text, atts, turns, lang=None, top=3)
+                d = diagnose(engine, text, atts, turns, lang=lang if keep else None, top=3)
                 lang = d.language
                 T = ui_text(lang)
                 body = render_answer(d, refused)
@@ -286,7 +288,9 @@ def build_ui(state: State) -> gr.Blocks:
                 "attachments": {a.name: redact(a.text())[0] for a in all_atts},
                 "conversation": [t.content for t in turns if t.role == "user"],
             }
-            s["last"] = idx
+            if answer_json:
+                s["last"] = idx  # "this fixed it" refers to the latest real answer and its dropdown
+                s["options"] = list((clarify or {}).get("options") or [])
             s["lang"] = lang
             yield [history, s, gr.skip(), gr.skip(), *quick_updates(clarify), "", *lang_updates(lang, dd_update)]
 

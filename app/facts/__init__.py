@@ -258,8 +258,10 @@ def derive(fs: FactSet) -> None:
     if pad is not None and "tokenizer.pad_is_eos" not in have and str(pad.value).strip() in _EOS_LIKE:
         extra.append(pad.model_copy(update={"key": "tokenizer.pad_is_eos", "value": True}))
     prec = have.get("precision")
-    if prec is None and "model.torch_dtype" in have and have["model.torch_dtype"].value in ("bfloat16", "float16"):
-        td = have["model.torch_dtype"]
+    td = have.get("model.torch_dtype")
+    kinds = {n.file: n.kind for n in fs.files}
+    if prec is None and td is not None and td.value in ("bfloat16", "float16") and kinds.get(td.file) != "python":
+        # in a training config, `torch_dtype: bfloat16` is the run's precision; in a script it may be inference only
         extra.append(td.model_copy(update={"key": "precision", "value": "bf16" if td.value == "bfloat16" else "fp16"}))
     fs.facts += extra
 

@@ -57,6 +57,10 @@ def parse_cmdline(text: str, file: str) -> list[Fact]:
                 i += 1
                 continue
             flag = value = None
+            script = re.search(r"(?:^|/)train_(sft|dpo|kto|rm|ppo|grpo|orpo|simpo|prm)\.py$", tok)
+            if script:
+                text_line = lines[line_no - 1] if 0 < line_no <= len(lines) else logical
+                facts += normalize("stage", {"prm": "rm"}.get(script.group(1), script.group(1)), file, line_no, text_line)
             if tok.startswith("--") and len(tok) > 2:
                 if "=" in tok:
                     flag, value = tok[2:].split("=", 1)
@@ -72,6 +76,9 @@ def parse_cmdline(text: str, file: str) -> list[Fact]:
             elif re.match(r"^[A-Za-z_][\w.\-]*=.+", tok) and not re.match(r"^[A-Z_][A-Z0-9_]*=", tok):
                 flag, value = tok.split("=", 1)  # verl / hydra style key=value
             i += 1
+            if isinstance(value, str) and (m2 := re.search(r"(?:^|/)train_(sft|dpo|kto|rm|ppo|grpo|orpo|simpo|prm)\.py$", value)):
+                text_line = lines[line_no - 1] if 0 < line_no <= len(lines) else logical
+                facts += normalize("stage", {"prm": "rm"}.get(m2.group(1), m2.group(1)), file, line_no, text_line)
             if flag is None:
                 continue
             text_line = lines[line_no - 1] if 0 < line_no <= len(lines) else logical

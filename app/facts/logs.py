@@ -26,7 +26,11 @@ _PROB = re.compile(r"probability tensor contains either", re.I)
 _NCCL = re.compile(r"watchdog caught collective operation timeout|nccl.*timeout|timed out.*(allreduce|all_reduce|broadcast|barrier)|ProcessGroupNCCL.*timeout", re.I)
 _OOM = re.compile(r"out of memory|OutOfMemoryError", re.I)
 _NAN_MSG = re.compile(r"\bloss\b[^\n]{0,20}\b(is|=|:|became|becomes)\s*(nan|inf)\b|\bnan loss\b|detected (nan|inf)", re.I)
-_ERRORISH = re.compile(r"error|exception|warning|traceback|nan|inf\b|overflow|timeout|killed|assert", re.I)
+_ERRORISH = re.compile(
+    r"error|exception|warn|traceback|nan|inf\b|overflow|timeout|killed|assert|incompatible|newly initialized|not initialized|"
+    r"trainable params|deprecat|unused|ignored|mismatch|skipping|not supported|fall(ing)? back",
+    re.I,
+)
 _VERSION = [
     ("env.transformers_version", re.compile(r"\btransformers(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
     ("env.torch_version", re.compile(r"\b(?:torch|pytorch)(?:`)?\s*(?:version)?(?:\s*\(gpu\?\))?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
@@ -135,7 +139,7 @@ class LogReader:
             self.flags.setdefault("oom", (n, s.strip()))
         if _NAN_MSG.search(s):
             self.flags.setdefault("nan_msg", (n, s.strip()))
-        if len(self.messages) < 60 and "{" not in s[:2]:
+        if len(self.messages) < 60 and ("{" not in s[:2] or "nan" in low or "inf" in low):
             if _ERRORISH.search(s):
                 self.messages.append(low.strip()[:300])
                 self._follow = 3

@@ -115,6 +115,12 @@ def _fsdp(v: Any) -> Any:
     return True
 
 
+def _ds_file_stage(v: Any) -> float | None:
+    """ZeRO stage from a DeepSpeed config file name such as ds_z3_config.json or zero2_offload.json."""
+    m = re.search(r"(?:^|[/_\-])(?:ds_)?z(?:ero)?[_\-]?([0-3])(?:[_\-.]|$)", str(v).lower())
+    return float(m.group(1)) if m else None
+
+
 # Rules: raw key (last path component, lower-case) or a dotted suffix -> (fact key, converter).
 # A dotted rule ("fp16.enabled") wins over a bare one ("enabled").
 Rule = tuple[str, Callable[[Any], Any]]
@@ -140,7 +146,10 @@ RULES: dict[str, list[Rule]] = {
     "fp16_full_eval": [("fp16.full_eval", to_bool)],
     "bf16_full_eval": [("fp16.full_eval", to_bool)],
     # deepspeed
-    "deepspeed": [("deepspeed.enabled", lambda v: True if str(v).strip() and to_bool(v) is not False else None)],
+    "deepspeed": [
+        ("deepspeed.enabled", lambda v: True if str(v).strip() and to_bool(v) is not False else None),
+        ("deepspeed.zero_stage", lambda v: _ds_file_stage(v)),
+    ],
     "zero_optimization.stage": [("deepspeed.zero_stage", _zero)],
     "zero_stage": [("deepspeed.zero_stage", _zero)],
     "offload_optimizer.device": [("deepspeed.offload_optimizer", _offload)],
@@ -258,6 +267,7 @@ RULES: dict[str, list[Rule]] = {
     "base_model": [("model.name", to_str)],
     "pretrain": [("model.name", to_str)],
     "model_id": [("model.name", to_str)],
+    "_name_or_path": [("model.name", to_str)],
     "pretrained_model_name_or_path": [("model.name", to_str)],
     "model.path": [("model.name", to_str)],
     "attn_implementation": [("model.attn_implementation", to_attn)],
@@ -279,6 +289,8 @@ RULES: dict[str, list[Rule]] = {
     "trust_remote_code": [("model.trust_remote_code", to_bool)],
     "router_aux_loss_coef": [("moe.router_aux_loss_coef", to_num)],
     "moe_aux_loss_coeff": [("moe.router_aux_loss_coef", to_num)],
+    "moe_aux_loss_coef": [("moe.router_aux_loss_coef", to_num)],
+    "reward_model": [("train.stage", lambda v: "rm" if to_bool(v) else None)],
     "aux_loss_coef": [("moe.router_aux_loss_coef", to_num)],
     "output_router_logits": [("moe.output_router_logits", to_bool)],
     "resize_vocab": [("model.resize_vocab", to_bool)],

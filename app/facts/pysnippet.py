@@ -68,6 +68,8 @@ def parse_python(text: str, file: str) -> list[Fact]:
                 facts.append(_fact("train.stage", _STAGE_BY_CLASS[m.group(1)], file, node.lineno, lines))
             if low == "loraconfig":
                 facts.append(_fact("train.finetuning_type", "lora", file, node.lineno, lines))
+            if not re.search(r"(config|arguments|args|trainer|from_pretrained|get_peft_model)$", low):
+                continue  # autocast(dtype=...), torch.ones(dtype=...) and the like describe no training setting
             for kw in node.keywords:
                 if kw.arg is None:
                     continue

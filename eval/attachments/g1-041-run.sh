@@ -1,0 +1,12 @@
+WORLD_SIZE=4 torchrun --nproc_per_node=4 --master_port=13214 finetune.py \
+    --base_model 'decapoda-research/llama-7b-hf' \
+    --data_path alpaca_data_cleaned.json \
+    --output_dir ./lora-alpaca \
+    --batch_size 128 \
+    --micro_batch_size 4 \
+    --num_epochs 3 \
+    --learning_rate 3e-4 \
+    --cutoff_len 512 \
+    --lora_r 8 \
+    --lora_alpha 16 \
+    --group_by_length

@@ -1,0 +1,13 @@
+deepspeed --num_gpus 1 main.py \
+   --data_split 2,4,4 \
+   --model_name_or_path facebook/opt-6.7b \
+   --per_device_train_batch_size 1 \
+   --per_device_eval_batch_size 1 \
+   --max_seq_len 512 \
+   --learning_rate 5e-4 \
+   --gradient_accumulation_steps 1 \
+   --lr_scheduler_type cosine \
+   --num_warmup_steps 0 \
+   --zero_stage 2 \
+   --deepspeed \
+   --output_dir ./output
