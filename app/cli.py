@@ -208,7 +208,7 @@ def kb_stats(as_json: bool = typer.Option(False, "--json")) -> None:
 def kb_draft(
     issue: Path = typer.Argument(..., help="GitHub REST API JSON of an issue (optionally with a 'comments' list, or a sibling *.comments.json)."),
     out: Path = typer.Option(None, "--out", "-o", help="Where to write the draft (default: kb/drafts/<id>.md)."),
-    category: str = typer.Option("data_quality", "--category", help="Taxonomy id for the draft."),
+    category: str = typer.Option(None, "--category", help="Taxonomy id for the draft (default: guessed from the thread)."),
 ) -> None:
     """Turn a GitHub issue (REST JSON) into a draft case file for a person to review."""
     from ingest.github_issue import DraftError, draft_from_file

@@ -15,7 +15,7 @@ from app.facts.text import text_facts
 from app.kb import KB_DIR, iter_leaves
 from app.lang import detect_lang
 from app.lexical import tokenize
-from app.models import CauseOut, Citation, Diagnosis, Fact
+from app.models import CauseOut, Citation, Diagnosis, Fact, Supporting
 from app.retrieve import Engine, Retrieval, Scored
 
 # Confidence calibration (see eval/report.md, "confidence"): a case is presented as the cause when a trigger fired
@@ -31,6 +31,16 @@ _TRIED = re.compile(
     r"已经|试过|尝试过|也试了|改过|换过)[^.。!！?？\n]*",
     re.I,
 )
+
+
+SUPPORT_MIN = 0.6  # combined dense+lexical score (0..1) an article needs to be shown as supporting
+
+
+def _snippet(article: dict, lang: str) -> str:
+    secs = article.get("sections") or []
+    best = next((s for s in secs if s["part"] in ("causes", "fixes")), secs[0] if secs else {"text": ""})
+    text = re.sub(r"\s+", " ", best["text"]).strip()
+    return text[:220] + ("…" if len(text) > 220 else "")
 
 
 class InputError(ValueError):
@@ -240,7 +250,13 @@ def diagnose(
             f"{fs.redactions} secret(s) (tokens/keys/passwords) were redacted from your files." if lang == "en" else f"已从你的文件中遮蔽 {fs.redactions} 处密钥/令牌/密码。"
         )
     data = _clarify_data()
+    supporting = [
+        Supporting(article_id=a["id"], title=a["title"], source=a["source"], score=round(sc, 4), snippet=_snippet(a, lang))
+        for a, sc in r.supporting
+        if sc >= SUPPORT_MIN
+    ]
     diag = Diagnosis(
+        supporting=supporting,
         language=lang,  # type: ignore[arg-type]
         confident=confident,
         question=prose,

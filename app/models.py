@@ -254,12 +254,23 @@ class CauseOut(BaseModel):
     demoted: str = ""
 
 
+class Supporting(BaseModel):
+    """An ingested article that backs the answer up (cited like a case, not presented as a cause)."""
+
+    article_id: str
+    title: str
+    source: str
+    snippet: str
+    score: float
+
+
 class Diagnosis(BaseModel):
     language: Lang
     confident: bool
     question: str
     causes: list[CauseOut]
     related: list[CauseOut] = []
+    supporting: list[Supporting] = []
     facts: list[Fact] = []
     files: list[FileNote] = []
     clarify: dict[str, Any] | None = None

@@ -23,6 +23,7 @@ T = {
         "symptom": "matches your description",
         "levels": {"maintainer-confirmed": "maintainer-confirmed", "reporter-confirmed": "reporter-confirmed", "community-advice": "community advice"},
         "likelihood": "likelihood",
+        "supporting": "Supporting articles",
     },
     "zh": {
         "causes": "可能的原因",
@@ -40,6 +41,7 @@ T = {
         "symptom": "与描述相符",
         "levels": {"maintainer-confirmed": "维护者确认", "reporter-confirmed": "报告者确认", "community-advice": "社区建议"},
         "likelihood": "可能性",
+        "supporting": "相关文章",
     },
 }
 
@@ -86,6 +88,11 @@ def to_markdown(d: Diagnosis, show_facts: bool = True) -> str:
         if d.general_checks:
             out.append(f"## {L['checks']}")
             out += [f"- {c}" for c in d.general_checks]
+    if d.supporting:
+        out.append(f"## {L['supporting']}")
+        for a in d.supporting:
+            link = f"[{a.title}]({a.source})" if a.source.startswith("http") else f"{a.title} ({a.source})"
+            out.append(f"- {link}: {a.snippet}")
     if d.clarify:
         out.append(f"**{L['ask']}:** {d.clarify['question']} ({' / '.join(d.clarify['options'])})")
     if show_facts and (d.facts or d.files):

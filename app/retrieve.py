@@ -44,6 +44,7 @@ class Retrieval:
     timings: dict[str, float]
     top_cos: float
     top_lex: float
+    supporting: list[tuple[dict, float]] = field(default_factory=list)
 
 
 class Engine:
@@ -62,7 +63,10 @@ class Engine:
         cards = self.store.read_cards()
         self.cases: dict[str, Case] = {c.id: c for c in cards}
         self.case_ids = sorted(self.cases)
-        ix = {cid: i for i, cid in enumerate(self.case_ids)}
+        self.articles: dict[str, dict] = {a["id"]: a for a in self.store.read_articles()}
+        # documents = cases, then supporting articles; ranking of causes is over cases only
+        self.doc_ids = self.case_ids + sorted(self.articles)
+        ix = {cid: i for i, cid in enumerate(self.doc_ids)}
         ids, docs, metas = self.store.all_units()
         keep = [i for i, m in enumerate(metas) if m.get("case_id") in ix]
         self.unit_ids = [ids[i] for i in keep]
@@ -72,13 +76,13 @@ class Engine:
         self.version = self.store.manifest().get("updated")
 
     def _pool(self, unit_scores: np.ndarray) -> np.ndarray:
-        out = np.full(len(self.case_ids), -np.inf, dtype=np.float32)
+        out = np.full(len(self.doc_ids), -np.inf, dtype=np.float32)
         np.maximum.at(out, self.unit_case, unit_scores)
         return out
 
     def retrieve(self, text: str, facts: dict[str, Fact], mode: str = "full") -> Retrieval:
         t: dict[str, float] = {}
-        n_cases = len(self.case_ids)
+        n_cases = len(self.doc_ids)
         dense = np.zeros(n_cases, dtype=np.float32)
         lex = np.zeros(n_cases, dtype=np.float32)
         top_cos = top_lex = 0.0
@@ -96,17 +100,21 @@ class Engine:
                     unit_scores[p] = h.score
             pooled = self._pool(unit_scores)
             found = np.isfinite(pooled)
+            case_found = found[: len(self.case_ids)]
+            if case_found.any():
+                top_cos = float(pooled[: len(self.case_ids)][case_found].max())
             if found.any():
-                top_cos = float(pooled[found].max())
-                floor = float(pooled[found].min()) if found.sum() > 1 else top_cos - 0.1
-                span = max(top_cos - floor, 1e-6)
+                top_cos_all = float(pooled[found].max())
+                floor = float(pooled[found].min()) if found.sum() > 1 else top_cos_all - 0.1
+                span = max(top_cos_all - floor, 1e-6)
                 dense = np.where(found, (pooled - floor) / span, 0.0).astype(np.float32)
         if mode in ("full", "hybrid", "bm25") and text.strip():
             t0 = time.perf_counter()
             pooled = self._pool(self.bm25.scores(text))
             pooled[~np.isfinite(pooled)] = 0
-            top_lex = float(pooled.max()) if len(pooled) else 0.0
-            lex = pooled / top_lex if top_lex > 0 else pooled
+            top_all = float(pooled.max()) if len(pooled) else 0.0
+            top_lex = float(pooled[: len(self.case_ids)].max()) if len(self.case_ids) else 0.0
+            lex = pooled / top_all if top_all > 0 else pooled
             t["bm25"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         if mode == "dense":
@@ -118,7 +126,7 @@ class Engine:
         trig: dict[int, list[TriggerHit]] = {}
         sig: dict[int, list[Fact]] = {}
         if mode == "full" and facts:
-            for i, cid in enumerate(self.case_ids):
+            for i, cid in enumerate(self.case_ids):  # articles have no triggers
                 case = self.cases[cid]
                 if case.triggers:
                     hits_ = fire(case, facts)
@@ -134,6 +142,14 @@ class Engine:
             score[i] += W_TRIGGER * min(sum(h.trigger.weight for h in hs), 2.0)
         for i, s in sig.items():
             score[i] += W_SIGNAL * min(len(s), 3)
+        n_c = len(self.case_ids)
+        art_scores = score[n_c:]
+        score = score[:n_c]
+        supporting = [
+            (self.articles[self.doc_ids[n_c + j]], float(art_scores[j]))
+            for j in np.argsort(-art_scores, kind="stable")[:3]
+            if art_scores[j] > 0
+        ]
         order = np.argsort(-score, kind="stable")
         ranked = [
             Scored(
@@ -148,4 +164,4 @@ class Engine:
             for i in order[:50]
         ]
         t["fusion"] = time.perf_counter() - t0
-        return Retrieval(ranked=ranked, timings=t, top_cos=top_cos, top_lex=top_lex)
+        return Retrieval(ranked=ranked, timings=t, top_cos=top_cos, top_lex=top_lex, supporting=supporting)

@@ -128,28 +128,32 @@ class Store:
             )
 
     # ------------------------------------------------------------ case cards (full case JSON, so a shared index is self-contained)
-    def write_cards(self, cases: list, origin: str) -> None:
-        from app.models import Case
-
+    def write_cards(self, cases: list, origin: str, articles: list | None = None) -> None:
+        """Store the full case (and article) records, so any process sharing the index can render answers."""
         old = self._cards_col.get(include=["metadatas"])
         mine = {i for i, m in zip(old["ids"], old["metadatas"], strict=True) if (m or {}).get("origin") == origin}
-        if cases:
-            self._cards_col.upsert(
-                ids=[c.id for c in cases],
-                documents=[c.model_dump_json(by_alias=True) for c in cases],
-                metadatas=[{"origin": origin, "category": c.category} for c in cases],
-                embeddings=[[0.0]] * len(cases),
-            )
-        gone = sorted(mine - {c.id for c in cases})
+        ids = [c.id for c in cases] + [a.id for a in articles or []]
+        docs = [c.model_dump_json(by_alias=True) for c in cases] + [json.dumps(a.card(), ensure_ascii=False) for a in articles or []]
+        metas = [{"origin": origin, "kind": "case", "category": c.category} for c in cases] + [
+            {"origin": origin, "kind": "article", "category": "article"} for a in articles or []
+        ]
+        for i in range(0, len(ids), 1000):
+            self._cards_col.upsert(ids=ids[i : i + 1000], documents=docs[i : i + 1000], metadatas=metas[i : i + 1000], embeddings=[[0.0]] * len(ids[i : i + 1000]))
+        gone = sorted(mine - set(ids))
         if gone:
             self._cards_col.delete(ids=gone)
-        assert all(isinstance(c, Case) for c in cases)
+
+    def _cards(self, kind: str) -> list[str]:
+        got = self._cards_col.get(include=["documents", "metadatas"])
+        return [d for d, m in zip(got["documents"], got["metadatas"], strict=True) if (m or {}).get("kind", "case") == kind]
 
     def read_cards(self) -> list:
         from app.models import Case
 
-        got = self._cards_col.get(include=["documents"])
-        return [Case.model_validate_json(d) for d in got["documents"]]
+        return [Case.model_validate_json(d) for d in self._cards("case")]
+
+    def read_articles(self) -> list[dict]:
+        return [json.loads(d) for d in self._cards("article")]
 
     # ------------------------------------------------------------ units
     def all_units(self) -> tuple[list[str], list[str], list[dict]]:

@@ -39,7 +39,7 @@ def _slot(unit_id: str) -> str:
     return unit_id.rsplit(":", 1)[0]
 
 
-def collect(path: Path) -> tuple[list[Case], list[Unit], list[Problem], int]:
+def collect(path: Path) -> tuple[list[Case], list[Unit], list[Problem], list]:
     """Cases from a KB folder (or one case file) and articles (.txt/.html) under `path`."""
     from ingest.articles import article_units, load_article_files
 
@@ -51,11 +51,13 @@ def collect(path: Path) -> tuple[list[Case], list[Unit], list[Problem], int]:
         res = load_cases(case_root)
         cases, problems = res.cases, res.problems
     units = [u for c in cases for u in case_units(c)]
-    arts, art_problems = load_article_files(path)
+    # a KB folder keeps its articles in articles/; any other folder (or file) is scanned as it is
+    art_root = (path / "articles") if (path / "cases").is_dir() else path
+    arts, art_problems = load_article_files(art_root) if art_root.exists() else ([], [])
     problems += art_problems
     for a in arts:
         units += article_units(a)
-    return cases, units, problems, len(arts)
+    return cases, units, problems, arts
 
 
 def ingest(
@@ -68,7 +70,8 @@ def ingest(
     path = (path or KB_DIR).resolve()
     if not path.exists():
         raise IngestError(f"{path}: no such file or folder")
-    cases, units, problems, n_articles = collect(path)
+    cases, units, problems, arts = collect(path)
+    n_articles = len(arts)
     if not units:
         where = "; ".join(str(p) for p in problems[:5])
         raise IngestError(f"no usable cases or articles found in {path}" + (f" ({where})" if where else ""))
@@ -106,7 +109,7 @@ def ingest(
         store.add([u.id for u in to_add], [u.text for u in to_add], [u.meta for u in to_add], progress=tick)
     if to_remove:
         store.delete(to_remove)
-    store.write_cards(cases, origin)
+    store.write_cards(cases, origin, arts)
     store.write_manifest(embedder=store.embedder.id, complete=True, units=store.count(), cases=len(store.read_cards()))
     rep.embedded = store.embedder.documents_embedded - before_emb
     return rep
