@@ -20,7 +20,7 @@ from app.retrieve import Engine, Retrieval, Scored
 
 # Confidence calibration (see eval/report.md, "confidence"): a case is presented as the cause when a trigger fired
 # on the user's files, or when the dense similarity of the best case clears TAU_COS and the lexical channel agrees.
-TAU_COS = 0.855
+TAU_COS = 0.895
 TAU_LEX = 4.0
 CLOSE = 0.9  # top-2 score ratio above which the answer asks a separating question
 DEMOTE = 0.3
@@ -219,6 +219,7 @@ def diagnose(
     top: int = 3,
     mode: str = "full",
     max_bytes: int | None = None,
+    trace: dict[str, Any] | None = None,
 ) -> Diagnosis:
     """Ranked causes with fixes, evidence and citations for a question, its attachments and the conversation so far."""
     attachments = attachments or []
@@ -238,6 +239,8 @@ def diagnose(
     r = engine.retrieve(text, facts, mode=mode)
     demoted = _demote(r.ranked, tried)
     confident = _confident(r, mode)
+    if trace is not None:  # internals for the eval and the bench
+        trace.update(top_cos=r.top_cos, top_lex=r.top_lex, timings=r.timings, trigger=bool(r.ranked and r.ranked[0].triggers))
     cite = 1
     causes: list[CauseOut] = []
     for sc in r.ranked[:top]:

@@ -40,6 +40,16 @@ def test_health_and_ready(api_server):
     api_server.wait_log(f"trainfix ready on http://127.0.0.1:{api_server.port}")
 
 
+def test_one_process_serves_the_ui_too(api_server):
+    """`trainfix serve` mounts the Gradio UI at / next to the API (when app.channels.ui builds)."""
+    log = api_server.log()
+    if "chat UI mounted at /" not in log:
+        pytest.skip("the chat UI did not build in this checkout: " + next((ln for ln in log.splitlines() if "chat UI" in ln), "?"))
+    r = httpx.get(api_server.url + "/", timeout=60, follow_redirects=True)
+    assert r.status_code == 200 and "gradio" in r.text.lower()
+    assert httpx.get(api_server.url + "/v1/cases", timeout=30).status_code == 401  # the API routes come first
+
+
 def test_diagnose_round_trip_with_attachment(client):
     r = client.post("/v1/diagnose", json={
         "question": "full fine-tune of qwen 7b: loss goes to 0 after 10 steps",

@@ -51,6 +51,8 @@ def test_two_processes_share_a_chroma_server_and_survive_its_restart(tmp_path, s
             assert d.status_code == 200, d.text
             assert d.json()["causes"][0]["case_id"] == TOP_CASE
             assert not (Path(api.env["TRAINFIX_HOME"]) / "index").exists()
+        slack_off = httpx.post(apis[0].url + "/slack/events", json={}, timeout=30)
+        assert slack_off.status_code == 503 and slack_off.json()["error"]["code"] == "slack_not_configured"
 
         # the Chroma server goes away: clear 503s, not 500s or hangs. Process a is asked a question first (its engine
         # holds a client to the dead server), process b is asked /readyz first.

@@ -54,7 +54,6 @@ def configure_logging(level: int = logging.INFO) -> None:
         h.addFilter(RequestIdFilter())
         h.setFormatter(logging.Formatter(_LOG_FORMAT))
         root.addHandler(h)
-        root.propagate = False
     root.setLevel(level)
     for name in ("uvicorn.error",):
         lg = logging.getLogger(name)

@@ -27,7 +27,7 @@ _NCCL = re.compile(r"watchdog caught collective operation timeout|nccl.*timeout|
 _OOM = re.compile(r"out of memory|OutOfMemoryError", re.I)
 _NAN_MSG = re.compile(r"\bloss\b[^\n]{0,20}\b(is|=|:|became|becomes)\s*(nan|inf)\b|\bnan loss\b|detected (nan|inf)", re.I)
 _ERRORISH = re.compile(
-    r"error|exception|warn|traceback|nan|inf\b|overflow|timeout|killed|assert|incompatible|newly initialized|not initialized|"
+    r"error|exception|warn|traceback|nan|inf\b|overflow|timeout|timed out|killed|assert|incompatible|newly initialized|not initialized|"
     r"trainable params|deprecat|unused|ignored|mismatch|skipping|not supported|fall(ing)? back",
     re.I,
 )
