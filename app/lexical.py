@@ -55,15 +55,41 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def tokenize_corpus(texts: list[str], cache: Path | None = None) -> list[list[str]]:
+    """Tokens of every unit; cached on disk by content hash, so a new process need not load jieba for the corpus."""
+    import hashlib
+    import json
+
+    key = hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()[:24] if cache else ""
+    path = cache / f"bm25-tokens-{key}.json" if cache else None
+    if path is not None and path.exists():
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+    corpus = [tokenize(t) or ["\u2205"] for t in texts]
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            for old in path.parent.glob("bm25-tokens-*.json"):
+                old.unlink(missing_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(corpus, ensure_ascii=False), encoding="utf-8")
+            tmp.replace(path)
+        except OSError:
+            pass
+    return corpus
+
+
 class BM25Index:
     """BM25 over retrieval units (bm25s: sparse, fast enough for 100k units)."""
 
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[str], cache: Path | None = None) -> None:
         import bm25s
 
         self.size = len(texts)
         self._bm = bm25s.BM25()
-        corpus = [tokenize(t) or ["\u2205"] for t in texts]
+        corpus = tokenize_corpus(texts, cache)
         self._bm.index(corpus, show_progress=False)
         self._vocab = set(self._bm.vocab_dict) if hasattr(self._bm, "vocab_dict") else None
 

@@ -72,7 +72,7 @@ class Engine:
         self.unit_ids = [ids[i] for i in keep]
         self.unit_case = np.array([ix[metas[i]["case_id"]] for i in keep], dtype=np.int64)
         self.unit_pos = {u: i for i, u in enumerate(self.unit_ids)}
-        self.bm25 = BM25Index([docs[i] for i in keep])
+        self.bm25 = BM25Index([docs[i] for i in keep], cache=self.settings.home / "cache")
         self.version = self.store.manifest().get("updated")
 
     def _pool(self, unit_scores: np.ndarray) -> np.ndarray:

@@ -73,19 +73,16 @@ class Store:
     """One collection of retrieval units plus its manifest."""
 
     def __init__(self, settings: Settings, embedder: CountingEmbeddings, cache: VectorCache | None = None) -> None:
-        from langchain_chroma import Chroma
-
         self.settings = settings
         self.embedder = embedder
         self.cache = cache
         self.client = make_client(settings)
         self._wrapped = _Cached(embedder, cache)
+        self._vs = None
         try:
-            self.vs = Chroma(
-                client=self.client,
-                collection_name=settings.collection,
-                embedding_function=self._wrapped,
-                collection_metadata={"hnsw:space": "cosine"},
+            # the same collection langchain-chroma writes to (cosine space); queries use it directly with our vectors
+            self._collection = self.client.get_or_create_collection(
+                settings.collection, embedding_function=None, metadata={"hnsw:space": "cosine"}
             )
             self._manifest_col = self.client.get_or_create_collection(
                 settings.collection + "-manifest", embedding_function=None, metadata={"hnsw:space": "cosine"}
@@ -100,7 +97,21 @@ class Store:
 
     @property
     def collection(self):
-        return self.vs._collection
+        return self._collection
+
+    @property
+    def vs(self):
+        """The langchain-chroma vector store, for writes (imported lazily: it costs ~0.5 s that queries never need)."""
+        if self._vs is None:
+            from langchain_chroma import Chroma
+
+            self._vs = Chroma(
+                client=self.client,
+                collection_name=self.settings.collection,
+                embedding_function=self._wrapped,
+                collection_metadata={"hnsw:space": "cosine"},
+            )
+        return self._vs
 
     # ------------------------------------------------------------ manifest
     def manifest(self) -> dict:

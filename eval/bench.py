@@ -236,9 +236,11 @@ def big_log(tmp: Path, env: dict, mb: int = 50) -> dict:
     code = (
         "import resource, time, json\nfrom pathlib import Path\nfrom app.facts import read_files\n"
         f"t=time.perf_counter(); fs=read_files([Path({str(log)!r})]); dt=time.perf_counter()-t\n"
-        "print(json.dumps({'s': dt, 'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024, 'nan': fs.by_key()['log.nan_loss'].line}))\n"
+        "hwm=[int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM')][0]/1024\n"
+        "print(json.dumps({'s': dt, 'peak_mb': hwm, 'nan': fs.by_key()['log.nan_loss'].line}))\n"
     )
-    base_code = "import resource, app.facts\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)\n"
+    # VmHWM, not ru_maxrss: ru_maxrss survives exec and would report the parent's peak
+    base_code = "import app.facts\nprint([int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM')][0]/1024)\n"
     _, out = _py(code, env)
     _, base = _py(base_code, env)
     res = json.loads(out.strip().splitlines()[-1])
@@ -316,7 +318,7 @@ def write(results, rep, first, reingest, cold, serve, thr, logres, real_mb) -> N
     lines += ["## Warm question latency (end to end, incl. rendering)", "",
               "| units | cases | p50 ms | p95 ms | embed | dense | bm25 | triggers | fusion | render | engine load s | index MB |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for size, r in results.items():
+    for r in results.values():
         st = r["stages"]
         lines.append(f"| {r['units']:,} | {r['cases']:,} | {r['p50'] * 1000:.1f} | {r['p95'] * 1000:.1f} | " + " | ".join(f"{st.get(k, 0) * 1000:.1f}" for k in ("embed", "dense", "bm25", "triggers", "fusion", "render")) + f" | {r['load_s']:.1f} | {r['disk_mb']:.0f} |")
     lines += ["", "Stage columns are medians in ms. Grown indexes: real units plus variants (texts with words dropped, vectors with Gaussian noise σ=0.02, re-normalised), written with their vectors.", ""]

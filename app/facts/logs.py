@@ -111,33 +111,36 @@ class LogReader:
         if len(s) > 4000:
             s = s[:4000]
         low = s.lower()
-        for key, rx in _VERSION:
-            if key not in self.versions:
-                m = rx.search(s)
+        # cheap substring guards first: a 50 MB log is mostly metric lines that need none of these regexes
+        if len(self.versions) < len(_VERSION) + 1 and ("version" in low or "==" in low or ": " in low):
+            for key, rx in _VERSION:
+                if key not in self.versions:
+                    m = rx.search(s)
+                    if m:
+                        self.versions[key] = (m.group(1), n, s.strip())
+            if "env.gpu" not in self.versions and ("gpu" in low or "nvidia" in low or "cuda" in low or "device" in low):
+                m = _GPU.search(s)
                 if m:
-                    self.versions[key] = (m.group(1), n, s.strip())
-        if "env.gpu" not in self.versions:
-            m = _GPU.search(s)
-            if m and ("gpu" in low or "nvidia" in low or "cuda" in low or "device" in low):
-                self.versions["env.gpu"] = (m.group(1).lower(), n, s.strip())
-        m = _OVERFLOW.search(s)
-        if m or _OVERFLOW_ANY.search(s):
-            self.overflows += 1
-            if m:
-                sc = _f(m.group(1))
-                if sc < self.min_scale:
-                    self.min_scale = sc
-                    self.scale_min_line = (n, s.strip())
-            self.flags.setdefault("overflow", (n, s.strip()))
-        if _SCALE_MIN.search(s):
+                    self.versions["env.gpu"] = (m.group(1).lower(), n, s.strip())
+        if "overflow" in low:
+            m = _OVERFLOW.search(s)
+            if m or _OVERFLOW_ANY.search(s):
+                self.overflows += 1
+                if m:
+                    sc = _f(m.group(1))
+                    if sc < self.min_scale:
+                        self.min_scale = sc
+                        self.scale_min_line = (n, s.strip())
+                self.flags.setdefault("overflow", (n, s.strip()))
+        if "scale" in low and _SCALE_MIN.search(s):
             self.flags.setdefault("scale_at_min", (n, s.strip()))
-        if _PROB.search(s):
+        if "probability" in low and _PROB.search(s):
             self.flags.setdefault("prob", (n, s.strip()))
-        if _NCCL.search(s):
+        if ("nccl" in low or "time" in low) and _NCCL.search(s):
             self.flags.setdefault("nccl", (n, s.strip()))
-        if _OOM.search(s):
+        if "memory" in low and _OOM.search(s):
             self.flags.setdefault("oom", (n, s.strip()))
-        if _NAN_MSG.search(s):
+        if ("nan" in low or "inf" in low) and _NAN_MSG.search(s):
             self.flags.setdefault("nan_msg", (n, s.strip()))
         if len(self.messages) < 60 and ("{" not in s[:2] or "nan" in low or "inf" in low):
             if _ERRORISH.search(s):
