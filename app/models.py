@@ -144,11 +144,20 @@ class Examples(Strict):
     no_match: list[Example] = Field(min_length=1)
 
 
+_FRAMEWORK_ALIASES = {"llama-factory": "llamafactory", "llama_factory": "llamafactory", "pytorch-fsdp": "fsdp", "pytorch-amp": "pytorch",
+                      "pytorch-lightning": "lightning", "torch": "pytorch", "hf-transformers": "transformers", "swift": "ms-swift"}
+
+
 class AppliesTo(Strict):
     frameworks: list[str] = []
     models: list[str] = []
     stages: list[str] = []
     versions: str | None = None
+
+    @field_validator("frameworks")
+    @classmethod
+    def _canonical(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(_FRAMEWORK_ALIASES.get(x.strip().lower(), x.strip().lower()) for x in v))
 
 
 class Case(Strict):
