@@ -42,7 +42,7 @@ _VERSION = [
     ("env.vllm_version", re.compile(r"\bvllm(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
     ("env.bitsandbytes_version", re.compile(r"\bbitsandbytes(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
 ]
-_GPU = re.compile(r"\b(v100|t4|a100|a800|h100|h800|h20|l40s?|3090|4090|a10g?|a6000|910b)\b", re.I)
+_GPU = re.compile(r"\b(v100|p100|p40|t4|a100|a800|h100|h800|h20|l40s?|2080(?: ?ti)?|3090|4090|a10g?|a6000)\b|(910b\d*)", re.I)
 
 MAX_POINTS = 20000  # per series; beyond this the series is decimated (every other point dropped)
 
@@ -121,7 +121,7 @@ class LogReader:
             if "env.gpu" not in self.versions and ("gpu" in low or "nvidia" in low or "cuda" in low or "device" in low):
                 m = _GPU.search(s)
                 if m:
-                    self.versions["env.gpu"] = (m.group(1).lower(), n, s.strip())
+                    self.versions["env.gpu"] = ((m.group(1) or m.group(2)).lower(), n, s.strip())
         if "overflow" in low:
             m = _OVERFLOW.search(s)
             if m or _OVERFLOW_ANY.search(s):
