@@ -42,7 +42,7 @@ _VERSION = [
     ("env.vllm_version", re.compile(r"\bvllm(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
     ("env.bitsandbytes_version", re.compile(r"\bbitsandbytes(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
 ]
-_GPU = re.compile(r"\b(v100|p100|p40|t4|a100|a800|h100|h800|h20|l40s?|2080(?: ?ti)?|3090|4090|a10g?|a6000)\b|(910b\d*)", re.I)
+_GPU = re.compile(r"\b(v100|p100|p40|t4|a100|a800|h100|h800|h20|l40s?|2080(?: ?ti)?|3090|4090|a10g?|a6000)\b|(910b)", re.I)
 
 MAX_POINTS = 20000  # per series; beyond this the series is decimated (every other point dropped)
 
