@@ -12,7 +12,7 @@ import numpy as np
 
 from app.embeddings import CountingEmbeddings, VectorCache, make_embedder
 from app.lexical import BM25Index
-from app.models import Case, Fact
+from app.models import Case, Fact, Leaf
 from app.settings import Settings
 from app.store import Store, StoreError
 from app.triggers import TriggerHit, fire
@@ -47,6 +47,23 @@ class Retrieval:
     supporting: list[tuple[dict, float]] = field(default_factory=list)
 
 
+def _trigger_keys(case: Case) -> frozenset[str] | None:
+    """Facts that must be present for any trigger of the case to fire; None when a trigger can fire on absence."""
+    from app.kb import iter_leaves
+
+    def has_not(node) -> bool:
+        if isinstance(node, Leaf):
+            return node.op == ("exists", False)
+        return node.not_ is not None or any(has_not(c) for c in (node.all or []) + (node.any or []))
+
+    keys: set[str] = set()
+    for t in case.triggers:
+        if has_not(t):  # a negation can hold when facts are absent: always evaluate this case
+            return None
+        keys |= {leaf.fact for leaf in iter_leaves(t)}
+    return frozenset(keys)
+
+
 class Engine:
     """Everything a question needs, loaded once per process: the store, the BM25 index, the cases."""
 
@@ -73,6 +90,7 @@ class Engine:
         self.unit_case = np.array([ix[metas[i]["case_id"]] for i in keep], dtype=np.int64)
         self.unit_pos = {u: i for i, u in enumerate(self.unit_ids)}
         self.bm25 = BM25Index([docs[i] for i in keep], cache=self.settings.home / "cache")
+        self._trigger_keys = [_trigger_keys(self.cases[cid]) for cid in self.case_ids]
         self.version = self.store.manifest().get("updated")
 
     def _pool(self, unit_scores: np.ndarray) -> np.ndarray:
@@ -126,9 +144,11 @@ class Engine:
         trig: dict[int, list[TriggerHit]] = {}
         sig: dict[int, list[Fact]] = {}
         if mode == "full" and facts:
+            present = set(facts)
             for i, cid in enumerate(self.case_ids):  # articles have no triggers
                 case = self.cases[cid]
-                if case.triggers:
+                keys = self._trigger_keys[i]
+                if case.triggers and (keys is None or not keys.isdisjoint(present)):
                     hits_ = fire(case, facts)
                     if hits_:
                         trig[i] = hits_

@@ -167,27 +167,21 @@ class Store:
         return [json.loads(d) for d in self._cards("article")]
 
     # ------------------------------------------------------------ units
-    def all_units(self) -> tuple[list[str], list[str], list[dict]]:
+    def all_units(self, with_documents: bool = True) -> tuple[list[str], list[str], list[dict]]:
+        """Every unit's id, text (empty when not asked for) and metadata, read in pages."""
         col = self.collection
         n = col.count()
         ids: list[str] = []
         docs: list[str] = []
         metas: list[dict] = []
         step = 5000
+        include = ["documents", "metadatas"] if with_documents else ["metadatas"]
         for off in range(0, n, step):
-            got = col.get(include=["documents", "metadatas"], limit=step, offset=off)
+            got = col.get(include=include, limit=step, offset=off)
             ids += got["ids"]
-            docs += got["documents"]
+            docs += got["documents"] if with_documents else [""] * len(got["ids"])
             metas += got["metadatas"]
         return ids, docs, metas
-
-    def existing_ids(self) -> set[str]:
-        col = self.collection
-        n = col.count()
-        out: set[str] = set()
-        for off in range(0, n, 10000):
-            out.update(col.get(include=[], limit=10000, offset=off)["ids"])
-        return out
 
     def add(self, ids: list[str], texts: list[str], metas: list[dict], progress=None) -> None:
         self._wrapped.progress = progress

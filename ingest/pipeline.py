@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +84,7 @@ def ingest(
     before_emb = store.embedder.documents_embedded
     store.write_manifest(embedder=store.embedder.id, complete=False)
 
-    existing_ids, _, existing_metas = _existing(store)
+    existing_ids, _, existing_metas = store.all_units(with_documents=False)
     mine = {i for i, m in zip(existing_ids, existing_metas, strict=True) if m.get("origin") == origin}
     new_by_id = {u.id: u for u in units}
     to_add = [u for u in units if u.id not in mine]
@@ -113,19 +112,3 @@ def ingest(
     store.write_manifest(embedder=store.embedder.id, complete=True, units=store.count(), cases=len(store.read_cards()))
     rep.embedded = store.embedder.documents_embedded - before_emb
     return rep
-
-
-def _existing(store: Store):
-    col = store.collection
-    n = col.count()
-    ids: list[str] = []
-    metas: list[dict] = []
-    for off in range(0, n, 10000):
-        got = col.get(include=["metadatas"], limit=10000, offset=off)
-        ids += got["ids"]
-        metas += got["metadatas"]
-    return ids, None, metas
-
-
-def case_json(case: Case) -> str:
-    return json.dumps(case.model_dump(mode="json", by_alias=True), ensure_ascii=False)

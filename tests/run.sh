@@ -16,4 +16,4 @@ export TRAINFIX_HOME="${TRAINFIX_HOME:-$(mktemp -d)/trainfix}"
 .venv/bin/trainfix kb check
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 # regression guard on retrieval quality (a floor set from measured numbers, see README)
-.venv/bin/trainfix eval --subset 80 --no-baselines --st-model "" --no-write --min-hit3 0.85
+.venv/bin/trainfix eval --subset 80 --no-baselines --st-model "" --no-write --min-hit3 0.92

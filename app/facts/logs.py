@@ -166,6 +166,15 @@ class LogReader:
             self.line_texts.setdefault(n, s.strip()[:300])
             if not math.isfinite(v) and ser not in self.first_bad:
                 self.first_bad[ser] = (step, n, s.strip()[:300])
+        if len(self.line_texts) > 3 * MAX_POINTS:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Keep the text of only the lines still in a (decimated) series, so memory stays bounded."""
+        keep: set[int] = set()
+        for ser in self.series.values():
+            keep.update(ser.lines)
+        self.line_texts = {k: v for k, v in self.line_texts.items() if k in keep}
 
     def feed_records(self, records: list[dict], line_of: dict[int, int]) -> None:
         """trainer_state.json log_history entries."""
