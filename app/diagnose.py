@@ -247,7 +247,7 @@ def diagnose(
         co = _cause_out(sc, lang, text, cite, demoted.get(sc.case.id))
         cite += len(co.citations)
         causes.append(co)
-    notes = [n.message for n in fs.files if not n.ok]
+    notes = [n.text(lang) for n in fs.files if not n.ok]
     if fs.redactions:
         notes.append(
             f"{fs.redactions} secret(s) (tokens/keys/passwords) were redacted from your files." if lang == "en" else f"已从你的文件中遮蔽 {fs.redactions} 处密钥/令牌/密码。"

@@ -236,6 +236,10 @@ class FileNote(BaseModel):
     kind: str
     ok: bool = True
     message: str = ""
+    message_zh: str = ""
+
+    def text(self, lang: str) -> str:
+        return self.message_zh if lang == "zh" and self.message_zh else self.message
 
 
 # ---------------------------------------------------------------- the answer

@@ -102,3 +102,10 @@ def test_secret_in_question_and_config_never_echoed(seed_engine):
     dumped = d.model_dump_json()
     assert "hf_QQQQ" not in dumped and "hf_WWWW" not in dumped
     assert any("redacted" in n for n in d.notes)
+
+
+def test_file_problems_are_reported_in_the_question_language(seed_engine):
+    d = diagnose(seed_engine, "KTO 训练 loss 一开始就是 nan", [Attachment("ds.json", '{"bf16": {"enabled": true},,}'), Attachment("w.bin", b"\x00\x00\x01")])
+    assert d.language == "zh"
+    assert any("ds.json" in n and "第 1 行" in n for n in d.notes), d.notes
+    assert any("w.bin" in n and "二进制" in n for n in d.notes), d.notes

@@ -127,3 +127,21 @@ def test_ask_does_not_import_the_ui_stack(cli_env):
     r = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_feedback_export_jsonl_redacted(tmp_path):
+    from app.feedback import FeedbackStore
+
+    home = tmp_path / "fbhome"
+    fb = FeedbackStore(home / "feedback.sqlite")
+    fb.add("up", "loss is 0, token hf_SECRETSECRETSECRETSECRETSECRET", answer={"causes": []}, channel="api")
+    fb.add("fixed", "kto nan", case_id="openrlhf-kto-vanilla-loss-nan", attachments={"run.sh": "--hub_token hf_ABCDEFGHIJKLMNOPQRSTUVWXYZ --vanilla_loss"}, channel="ui")
+    with pytest.raises(ValueError):
+        fb.add("meh", "x")
+    out = tmp_path / "fb.jsonl"
+    r = run(["feedback", "export", "-o", str(out)], {**os.environ, "TRAINFIX_HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [x["kind"] for x in rows] == ["up", "fixed"] and rows[1]["case_id"] == "openrlhf-kto-vanilla-loss-nan"
+    assert "hf_SECRET" not in out.read_text() and "hf_ABCDEF" not in out.read_text()
+    assert rows[1]["attachments"]["run.sh"].endswith("--vanilla_loss") and rows[0]["channel"] == "api"

@@ -135,7 +135,7 @@ def render_answer(d: Diagnosis, problems: list[str]) -> str:
     """The chat message for one answer: refused input first, then ranked cause cards, then what was read from the files."""
     L = labels(d.language)
     T = ui_text(d.language)
-    file_problems = [f.message for f in d.files if not f.ok and f.message]
+    file_problems = [f.text(d.language) for f in d.files if not f.ok and f.message]
     warn = list(problems) + file_problems
     rest = [n for n in d.notes if n not in file_problems]
     out: list[str] = []
@@ -144,7 +144,7 @@ def render_answer(d: Diagnosis, problems: list[str]) -> str:
     out.append(to_markdown(d.model_copy(update={"notes": rest}), show_facts=False))
     if d.facts or any(f.ok for f in d.files):
         read = [f"### {L['read']}"]
-        ok = [f.message for f in d.files if f.ok and f.message]
+        ok = [f.text(d.language) for f in d.files if f.ok and f.message]
         if ok:
             read.append(f"{T['files_read']}: " + "; ".join(ok))
         read.append(facts_md(d))

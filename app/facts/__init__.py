@@ -171,28 +171,28 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
         size = att.size()
         head = att.head()
     except OSError as e:
-        fs.files.append(FileNote(file=name, kind="unreadable", ok=False, message=f"{name}: cannot read the file ({e.strerror or e})."))
+        fs.files.append(FileNote(file=name, kind="unreadable", ok=False, message=f"{name}: cannot read the file ({e.strerror or e}).", message_zh=f"{name}：无法读取该文件（{e.strerror or e}）。"))
         return
     if size == 0:
-        fs.files.append(FileNote(file=name, kind="empty", ok=False, message=f"{name}: the file is empty."))
+        fs.files.append(FileNote(file=name, kind="empty", ok=False, message=f"{name}: the file is empty.", message_zh=f"{name}：文件是空的。"))
         return
     if is_binary(head):
-        fs.files.append(FileNote(file=name, kind="binary", ok=False, message=f"{name}: looks like a binary file, not a config or a log; it was skipped."))
+        fs.files.append(FileNote(file=name, kind="binary", ok=False, message=f"{name}: looks like a binary file, not a config or a log; it was skipped.", message_zh=f"{name}：看起来是二进制文件，不是配置或日志，已跳过。"))
         return
     streaming = att.path is not None and size > max_bytes
     if streaming:
         sample = head.decode("utf-8", errors="replace")
         if not looks_like_log(sample) or size > STREAM_LOG_MAX_BYTES:
-            fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB limit for configs; it was skipped."))
+            fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e6:.1f} MB is over the {max_bytes / 1e6:g} MB limit for configs; it was skipped.", message_zh=f"{name}：{size / 1e6:.1f} MB 超过配置文件 {max_bytes / 1e6:g} MB 的上限，已跳过。"))
             return
         reader = LogReader(name)
         for n, line in enumerate(att.lines(), 1):
             reader.feed(redact(line)[0] if ("token" in line.lower() or "key" in line.lower() or "hf_" in line) else line, n)
         fs.facts += reader.facts()
-        fs.files.append(FileNote(file=name, kind="log", message=f"{name}: streamed {size / 1e6:.1f} MB log"))
+        fs.files.append(FileNote(file=name, kind="log", message=f"{name}: streamed {size / 1e6:.1f} MB log", message_zh=f"{name}：已流式读取 {size / 1e6:.1f} MB 日志"))
         return
     if size > max_bytes:
-        fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e6:.1f} MB is over the {max_bytes / 1e6:.0f} MB upload limit; it was skipped."))
+        fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e6:.1f} MB is over the {max_bytes / 1e6:g} MB upload limit; it was skipped.", message_zh=f"{name}：{size / 1e6:.1f} MB 超过 {max_bytes / 1e6:g} MB 的上传上限，已跳过。"))
         return
     text, n_red = redact(att.text())
     fs.redactions += n_red
@@ -217,20 +217,22 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
         else:
             facts = []
     except ParseError as e:
-        fs.files.append(FileNote(file=name, kind=kind, ok=False, message=f"{name}: {e} — the rest of the question was still used."))
+        fs.files.append(FileNote(file=name, kind=kind, ok=False, message=f"{name}: {e} — the rest of the question was still used.", message_zh=f"{name}：第 {e.line} 行第 {e.col} 列解析失败（{e}），问题的其余部分仍已使用。"))
         return
     except SyntaxError as e:
-        fs.files.append(FileNote(file=name, kind=kind, ok=False, message=f"{name}: could not read this Python at line {e.lineno}: {e.msg}."))
+        fs.files.append(FileNote(file=name, kind=kind, ok=False, message=f"{name}: could not read this Python at line {e.lineno}: {e.msg}.", message_zh=f"{name}：第 {e.lineno} 行的 Python 无法解析（{e.msg}）。"))
         return
     if kind == "unknown" or not facts:
         what = "an unknown format" if kind == "unknown" else f"a {kind} with no settings or log lines trainfix knows"
-        fs.files.append(FileNote(file=name, kind=kind, ok=kind != "unknown", message=f"{name}: {what}; nothing was read from it."))
+        what_zh = "无法识别的格式" if kind == "unknown" else f"{kind} 文件中没有 trainfix 认识的配置项或日志行"
+        fs.files.append(FileNote(file=name, kind=kind, ok=kind != "unknown", message=f"{name}: {what}; nothing was read from it.", message_zh=f"{name}：{what_zh}，没有从中读到任何内容。"))
         return
     fs.facts += facts
     note = f"{name}: read as {kind}, {len({f.key for f in facts if f.key != 'log.message'})} facts"
     if n_red:
         note += f", {n_red} secret(s) redacted"
-    fs.files.append(FileNote(file=name, kind=kind, message=note))
+    note_zh = f"{name}：按 {kind} 读取，{len({f.key for f in facts if f.key != 'log.message'})} 项信息" + (f"，遮蔽了 {n_red} 处密钥" if n_red else "")
+    fs.files.append(FileNote(file=name, kind=kind, message=note, message_zh=note_zh))
 
 
 def derive(fs: FactSet) -> None:
