@@ -50,7 +50,10 @@ class State:
             from app.embeddings import VectorCache
             from ingest.pipeline import ingest
 
-            ingest(Store(self.settings, emb, VectorCache(self.settings.vector_cache)))
+            def progress(done: int, total: int) -> None:
+                self.status = f"building the index (first start): {done}/{total} units embedded"
+
+            ingest(Store(self.settings, emb, VectorCache(self.settings.vector_cache)), progress=progress)
             eng = Engine(self.settings, emb)
         self.status = "ready"
         return eng
