@@ -80,8 +80,12 @@ _SIGNAL_TEXT = {
 }
 
 _L = {
-    "en": {"from": "from your", "signal": "Seen in your log", "sym": "Matches your description", "tried": "Demoted: you said you already tried"},
-    "zh": {"from": "来自", "signal": "日志中发现", "sym": "与描述相符", "tried": "已降低排名：你说已经尝试过"},
+    "en": {"from": "from your", "signal": "Seen in your log", "sym": "Matches your description", "tried": "Demoted: you said you already tried",
+           "ver_in": "Your {pkg} {have} (`{where}`) is in the affected range {rng}",
+           "ver_out": "Unlikely: your {pkg} {have} (`{where}`) is outside the affected range {rng}"},
+    "zh": {"from": "来自", "signal": "日志中发现", "sym": "与描述相符", "tried": "已降低排名：你说已经尝试过",
+           "ver_in": "你的 {pkg} 版本 {have}（`{where}`）在受影响范围 {rng} 内",
+           "ver_out": "可能性低：你的 {pkg} 版本 {have}（`{where}`）不在受影响范围 {rng} 内"},
 }
 
 
@@ -175,6 +179,10 @@ def _cause_out(sc: Scored, lang: str, text: str, cite_from: int, demoted: str | 
     for f in sc.signals:
         if not any(f"{f.file}:{f.line}" in e for e in ev):
             ev.append(f"{lab['signal']}: {signal_text(f.key, lang)} (`{f.where()}`)")
+    if sc.version is not None:
+        ok, rng, vf = sc.version
+        key = "ver_in" if ok else "ver_out"
+        ev.append(lab[key].format(pkg=vf.key.split(".")[1].replace("_version", ""), have=vf.value, rng=rng, where=vf.where()))
     cites = [Citation(n=cite_from + i, url=s.url, title=s.title) for i, s in enumerate(c.sources)]
     causes = sorted(c.causes, key=lambda x: {"high": 0, "medium": 1, "low": 2}[x.likelihood])
     return CauseOut(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app import versions
 from app.embeddings import CountingEmbeddings, VectorCache, make_embedder
 from app.lexical import BM25Index
 from app.models import Case, Fact, Leaf
@@ -24,6 +25,8 @@ W_DENSE = 0.55
 W_LEX = 0.45
 W_TRIGGER = 1.0
 W_SIGNAL = 0.12
+W_VERSION_IN = 0.1  # the user's library version is in the case's affected range
+VERSION_OUT = 0.3  # ... or outside it: the score is multiplied by this
 DENSE_K = 80
 
 
@@ -36,6 +39,7 @@ class Scored:
     triggers: list[TriggerHit] = field(default_factory=list)
     signals: list[Fact] = field(default_factory=list)
     bonus: float = 0.0  # the part of `score` that came from triggers and log signals
+    version: tuple[bool, str, Fact] | None = None  # (user's version in the case's range?, range, version fact)
 
 
 @dataclass
@@ -143,6 +147,12 @@ class Engine:
             base = W_DENSE * dense + W_LEX * lex
         trig: dict[int, list[TriggerHit]] = {}
         sig: dict[int, list[Fact]] = {}
+        ver: dict[int, tuple[bool, str, Fact]] = {}
+        if mode == "full" and facts and any(k.startswith("env.") for k in facts):
+            for i, cid in enumerate(self.case_ids):
+                ok, rng, f = versions.check(self.cases[cid].applies_to.versions, facts)
+                if ok is not None and f is not None:
+                    ver[i] = (ok, rng, f)
         if mode == "full" and facts:
             present = set(facts)
             for i, cid in enumerate(self.case_ids):  # articles have no triggers
@@ -162,6 +172,8 @@ class Engine:
             score[i] += W_TRIGGER * min(sum(h.trigger.weight for h in hs), 2.0)
         for i, s in sig.items():
             score[i] += W_SIGNAL * min(len(s), 3)
+        for i, (ok, _, _) in ver.items():
+            score[i] = score[i] + W_VERSION_IN if ok else score[i] * VERSION_OUT
         n_c = len(self.case_ids)
         art_scores = score[n_c:]
         score = score[:n_c]
@@ -180,6 +192,7 @@ class Engine:
                 triggers=trig.get(i, []),
                 signals=sig.get(i, []),
                 bonus=float(score[i] - base[i]),
+                version=ver.get(i),
             )
             for i in order[:50]
         ]

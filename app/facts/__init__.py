@@ -106,6 +106,8 @@ def detect_kind(name: str, text: str) -> str:
         return "python"
     if low.endswith(".sh") or (looks_like_cmdline(s) and not re.search(r"^\s*[\w.\-]+\s*:\s", s, re.M)):
         return "cmdline"
+    if _ENV_DUMP.search(s[:20000]) and not low.endswith((".yaml", ".yml")):
+        return "log"  # `transformers-cli env` output or a pip freeze: the log reader takes the versions
     if low.endswith((".yaml", ".yml")) or _mostly_key_values(s):
         return "yaml"
     if looks_like_log(s):
@@ -115,6 +117,13 @@ def detect_kind(name: str, text: str) -> str:
     if s.startswith("{"):
         return "json"
     return "unknown"
+
+
+_ENV_DUMP = re.compile(
+    r"^\s*-?\s*`?(transformers|torch|pytorch|deepspeed|peft|trl|accelerate|flash[-_]attn|vllm|bitsandbytes)`?"
+    r"( version)?(\s*\(gpu\?\))?\s*(:|==)\s*v?\d+\.\d+",
+    re.I | re.M,
+)
 
 
 def _mostly_key_values(s: str) -> bool:
