@@ -157,11 +157,11 @@ def lint(
         typer.echo(json.dumps([r.lsp() for r in results], ensure_ascii=False, indent=2))
     else:
         for r in results:
-            typer.echo(f"{r.file}:{r.line}:{r.col_start + 1}: {r.severity} [{r.code}] {r.message}")
+            typer.echo(f"{r.file}:{r.line}:{r.col_start + 1}-{max(r.col_end, r.col_start + 1)}: {r.severity} [{r.code}] {r.message}")
             if r.fix:
                 typer.echo(f"    fix: {r.fix}")
             if r.href:
-                typer.echo(f"    see: {r.href}")
+                typer.echo(f"    see: {r.citation} — {r.href}" if r.citation else f"    see: {r.href}")
         if not results:
             typer.echo("no problems found")
     raise typer.Exit(1 if any(r.severity in ("error", "warning") for r in results) else 0)

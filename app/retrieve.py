@@ -95,6 +95,7 @@ class Engine:
         self.unit_pos = {u: i for i, u in enumerate(self.unit_ids)}
         self.bm25 = BM25Index([docs[i] for i in keep], cache=self.settings.home / "cache")
         self._trigger_keys = [_trigger_keys(self.cases[cid]) for cid in self.case_ids]
+        self._ranges = {i: r for i, cid in enumerate(self.case_ids) if (r := versions.parse(self.cases[cid].applies_to.versions))}
         self.version = self.store.manifest().get("updated")
 
     def _pool(self, unit_scores: np.ndarray) -> np.ndarray:
@@ -149,8 +150,8 @@ class Engine:
         sig: dict[int, list[Fact]] = {}
         ver: dict[int, tuple[bool, str, Fact]] = {}
         if mode == "full" and facts and any(k.startswith("env.") for k in facts):
-            for i, cid in enumerate(self.case_ids):
-                ok, rng, f = versions.check(self.cases[cid].applies_to.versions, facts)
+            for i, ranges in self._ranges.items():
+                ok, rng, f = versions.check(ranges, facts)
                 if ok is not None and f is not None:
                     ver[i] = (ok, rng, f)
         if mode == "full" and facts:

@@ -44,9 +44,16 @@ def _holds(have: str, op: str, want: str) -> bool:
     return {"==": a == b, ">=": a >= b, "<=": a <= b, "!=": a != b, "<": a < b, ">": a > b}[op]
 
 
-def check(spec: str | None, facts: dict[str, Fact]) -> tuple[bool | None, str, Fact | None]:
-    """(in range?, the range text, the version fact) — None when no known version bears on the range."""
-    for pkg, key, clauses in parse(spec):
+Ranges = list[tuple[str, str, list[tuple[str, str]]]]
+
+
+def check(spec: str | Ranges | None, facts: dict[str, Fact]) -> tuple[bool | None, str, Fact | None]:
+    """(in range?, the range text, the version fact) — None when no known version bears on the range.
+
+    `spec` is the free text of `applies_to.versions` or what `parse` made of it (the engine parses once per case).
+    """
+    ranges = parse(spec) if spec is None or isinstance(spec, str) else spec
+    for pkg, key, clauses in ranges:
         f = facts.get(key)
         if f is None or not clauses:
             continue
