@@ -178,6 +178,9 @@ def main(subset: int = 0, baselines: bool = True, st_model: str | None = "minilm
         t0 = time.perf_counter()
         rows_by_mode[mode], lat_by_mode[mode] = run_mode(engine, questions, mode)
         on = [r for r in rows_by_mode[mode] if not r["q"].offtopic]
+        held = [r for r in on if r["q"].file.startswith("heldout")]
+        if held:
+            print(f"{'':7s} held-out ({len(held)}): hit@1 {_mean(held, 'hit@1'):.3f}  hit@3 {_mean(held, 'hit@3'):.3f}", flush=True)
         print(f"{mode:7s} hit@1 {_mean(on, 'hit@1'):.3f}  hit@3 {_mean(on, 'hit@3'):.3f}  MRR {_mean(on, 'mrr'):.3f}  nDCG@5 {_mean(on, 'ndcg@5'):.3f}  ({time.perf_counter() - t0:.0f}s)", flush=True)
     st_rows = None
     if st_model:
@@ -239,6 +242,8 @@ def write_report(rows_by_mode, lat_by_mode, questions, misses) -> None:
         p95 = f"{1000 * lat[int(0.95 * (len(lat) - 1))]:.0f}" if lat else "–"
         lines.append(f"| {m} | {_mean(rs, 'hit@1'):.3f} | {_mean(rs, 'hit@3'):.3f} | {_mean(rs, 'mrr'):.3f} | {_mean(rs, 'ndcg@5'):.3f} | {p50} | {p95} |")
     lines.append("")
+    lines += _table("By question set (authored with the cases vs held out: paraphrased from real threads not cited by any case)",
+                    _group(rows_by_mode, lambda q: "held-out" if q.file.startswith("heldout") else "authored"), modes)
     lines += _table("By language", _group(rows_by_mode, lambda q: q.lang), modes)
     lines += _table("With vs without attachments", _group(rows_by_mode, lambda q: "with attachments" if q.attachments else "question only"), modes)
     lines += _table("Same-language vs cross-language (question vs the case's source)", _group(rows_by_mode, lambda q: "same language" if q.lang == q.source_lang else "cross-language"), modes)

@@ -382,3 +382,13 @@ def test_secrets_are_redacted_everywhere():
     assert red.count(MASK) == 4 and "<|endoftext|>" in red and fs.redactions == 4
     assert all("hf_" not in f.text for f in fs.facts)
     assert fs.by_key()["train.learning_rate"].value == 1e-5
+
+
+def test_custom_loop_optimizer_is_read():
+    src = ("model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float16)\n"
+           "opt = torch.optim.AdamW(model.parameters(), lr=2e-5, eps=1e-8, betas=(0.9, 0.95), weight_decay=0.1)\n")
+    f = facts_of("loop.py", src)
+    assert f["train.optimizer"].value == "adamw" and f["train.learning_rate"].value == 2e-5
+    assert f["train.adam_epsilon"].value == 1e-8 and f["train.adam_beta2"].value == 0.95 and f["train.weight_decay"].value == 0.1
+    assert f["train.finetuning_type"].value == "full" and f["model.torch_dtype"].value == "float16"
+    assert "precision" not in f, "a script's load dtype is not taken as the training precision"

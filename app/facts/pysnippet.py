@@ -20,6 +20,10 @@ _STAGE_BY_CLASS = {
 }
 
 
+_OPTIMIZERS = {"adamw", "adam", "sgd", "adafactor", "lion", "adamw8bit", "pagedadamw8bit", "pagedadamw", "adam8bit", "rmsprop"}
+_OPT_KW = {"lr": "train.learning_rate", "eps": "train.adam_epsilon", "weight_decay": "train.weight_decay"}
+
+
 def _value(node: ast.AST) -> Any:
     try:
         return ast.literal_eval(node)
@@ -68,6 +72,16 @@ def parse_python(text: str, file: str) -> list[Fact]:
                 facts.append(_fact("train.stage", _STAGE_BY_CLASS[m.group(1)], file, node.lineno, lines))
             if low == "loraconfig":
                 facts.append(_fact("train.finetuning_type", "lora", file, node.lineno, lines))
+            if low in _OPTIMIZERS:  # a custom loop's optimizer: torch.optim.AdamW(model.parameters(), lr=..., eps=...)
+                facts.append(_fact("train.optimizer", low, file, node.lineno, lines))
+                for kw in node.keywords:
+                    val = _value(kw.value)
+                    if kw.arg == "betas" and isinstance(val, tuple | list) and len(val) == 2:
+                        facts.append(_fact("train.adam_beta1", float(val[0]), file, kw.value.lineno, lines))
+                        facts.append(_fact("train.adam_beta2", float(val[1]), file, kw.value.lineno, lines))
+                    elif kw.arg in _OPT_KW and isinstance(val, int | float):
+                        facts.append(_fact(_OPT_KW[kw.arg], float(val), file, kw.value.lineno, lines))
+                continue
             if not re.search(r"(config|arguments|args|trainer|from_pretrained|get_peft_model)$", low):
                 continue  # autocast(dtype=...), torch.ones(dtype=...) and the like describe no training setting
             for kw in node.keywords:
