@@ -51,6 +51,14 @@ class Retrieval:
     supporting: list[tuple[dict, float]] = field(default_factory=list)
 
 
+PROSE = ("question", "earlier message")
+W_PROSE = 0.5  # a trigger that fired only on facts stated in prose ("we use fp16") is weaker evidence than a file
+
+
+def _strength(hit: TriggerHit) -> float:
+    return W_PROSE if hit.facts and all(f.file in PROSE for f in hit.facts) else 1.0
+
+
 def _trigger_keys(case: Case) -> frozenset[str] | None:
     """Facts that must be present for any trigger of the case to fire; None when a trigger can fire on absence."""
     from app.kb import iter_leaves
@@ -170,7 +178,7 @@ class Engine:
         t0 = time.perf_counter()
         score = base.astype(np.float64).copy()
         for i, hs in trig.items():
-            score[i] += W_TRIGGER * min(sum(h.trigger.weight for h in hs), 2.0)
+            score[i] += W_TRIGGER * min(sum(h.trigger.weight * _strength(h) for h in hs), 2.0)
         for i, s in sig.items():
             score[i] += W_SIGNAL * min(len(s), 3)
         for i, (ok, _, _) in ver.items():

@@ -1,0 +1,19 @@
+accelerate launch src/train_bash.py  \
+   --stage sft \
+    --model_name_or_path /chatglm2-6b/model \
+    --do_train \
+    --dataset self_cognition \
+    --template default \
+    --finetuning_type lora \
+    --lora_target q_proj,v_proj \
+    --output_dir /chatglm2-6b/model/output \
+    --overwrite_cache \
+    --per_device_train_batch_size 4 \
+    --gradient_accumulation_steps 4 \
+    --lr_scheduler_type cosine \
+    --logging_steps 10 \
+    --save_steps 1000 \
+    --learning_rate 5e-5 \
+    --num_train_epochs 3.0 \
+    --plot_loss \
+    --fp16

@@ -1,0 +1,21 @@
+deepspeed  --num_gpus ${NUM_GPUS_PER_WORKER}  src/train_bash.py \
+    --stage sft \
+    --model_name_or_path /xxxxxxxxxx/model_weight \
+    --deepspeed ./ds_config.json \
+    --do_train \
+    --dataset alpaca_gpt4_en \
+    --template default \
+    --checkpoint_dir /xxxxxxxxxxxxxxxxx/output_sft/checkpoint-1 \
+    --finetuning_type full \
+    --output_dir ./output_sft \
+    --overwrite_cache \
+    --overwrite_output_dir \
+    --per_device_train_batch_size 2 \
+    --gradient_accumulation_steps 16 \
+    --lr_scheduler_type cosine \
+    --logging_steps 1 \
+    --save_steps 10000 \
+    --learning_rate 5e-5 \
+    --num_train_epochs 10.0 \
+    --plot_loss \
+    --fp16 | tee logs/train_g16_lr5e.log
