@@ -80,10 +80,10 @@ _SIGNAL_TEXT = {
 }
 
 _L = {
-    "en": {"from": "from your", "signal": "Seen in your log", "sym": "Matches your description", "tried": "Demoted: you said you already tried",
+    "en": {"signal": "Seen in your log", "tried": "Demoted: you said you already tried",
            "ver_in": "Your {pkg} {have} (`{where}`) is in the affected range {rng}",
            "ver_out": "Unlikely: your {pkg} {have} (`{where}`) is outside the affected range {rng}"},
-    "zh": {"from": "来自", "signal": "日志中发现", "sym": "与描述相符", "tried": "已降低排名：你说已经尝试过",
+    "zh": {"signal": "日志中发现", "tried": "已降低排名：你说已经尝试过",
            "ver_in": "你的 {pkg} 版本 {have}（`{where}`）在受影响范围 {rng} 内",
            "ver_out": "可能性低：你的 {pkg} 版本 {have}（`{where}`）不在受影响范围 {rng} 内"},
 }

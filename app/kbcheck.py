@@ -6,18 +6,19 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.facts import Attachment, read_attachments
-from app.facts.text import text_facts
+from app.facts import Attachment
 from app.kb import KB_DIR, LoadResult, Problem, load_cases, load_taxonomy
 from app.models import Case, Example
 from app.triggers import fire
 
 
 def example_facts(ex: Example) -> dict:
+    """The facts a diagnosis would read from this example (same function, same precedence as `diagnose`)."""
+    from app.diagnose import gather
+    from app.facts import DEFAULT_MAX_BYTES
+
     atts = [Attachment(name=ex.config_name or "config", content=ex.config)] if ex.config else []
-    fs = read_attachments(atts, ex.query)
-    fs.facts = text_facts(ex.query) + fs.facts
-    return fs.by_key()
+    return gather(ex.query, atts, [], DEFAULT_MAX_BYTES)[2].by_key()
 
 
 def check_trigger_examples(case: Case) -> list[Problem]:
@@ -27,9 +28,10 @@ def check_trigger_examples(case: Case) -> list[Problem]:
         for i, ex in enumerate(getattr(case.examples, kind)):
             if not ex.config:
                 continue
-            hits = fire(case, example_facts(ex))
+            facts = example_facts(ex)
+            hits = fire(case, facts)
             if kind == "match" and case.triggers and not hits:
-                out.append(Problem(case.path, 2, f"examples.match[{i}]: no trigger fires on its config (facts read: {', '.join(sorted(example_facts(ex))) or 'none'})"))
+                out.append(Problem(case.path, 2, f"examples.match[{i}]: no trigger fires on its config (facts read: {', '.join(sorted(facts)) or 'none'})"))
             if kind == "no_match" and hits:
                 out.append(Problem(case.path, 2, f"examples.no_match[{i}]: a trigger fires on its config ({hits[0].evidence('en')[:120]})"))
     return out
