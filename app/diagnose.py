@@ -9,28 +9,35 @@ from typing import Any
 
 import yaml
 
+from app.assess import SCORING, Assessed, Assessment, Reason, assess
 from app.facts import Attachment, FactSet, code_blocks, read_attachments
 from app.facts.redact import redact
 from app.facts.text import text_facts
+from app.fixes import fixes_for_user
 from app.kb import KB_DIR, iter_leaves
 from app.lang import detect_lang
 from app.lexical import tokenize
 from app.models import CauseOut, Citation, Diagnosis, Fact, Supporting
-from app.retrieve import Engine, Retrieval, Scored
+from app.retrieve import Engine
 
-# Confidence calibration (see eval/report.md, "confidence"): a case is presented as the cause when a trigger fired
-# on the user's files, or when the dense similarity of the best case clears TAU_COS and the lexical channel agrees.
-TAU_COS = 0.895
-TAU_LEX = 4.0
-CLOSE = 0.9  # top-2 score ratio above which the answer asks a separating question
-DEMOTE = 0.3
-
-# "I already did X" statements: an explicit action, not just "still" / "还是" (which describe the symptom)
-_TRIED = re.compile(
-    r"[^.。!！?？\n]*(?:already|i(?:'ve| have)? tried|tried (?:to |setting |using |removing |lowering )|did ?n[o']t help|does ?n[o']t help|no luck|"
-    r"已经|试过|尝试过|也试了|改过|换过)[^.。!！?？\n]*",
+# "I already did X" statements: an explicit action, not just "still" / "还是" (which describe the symptom).
+# Sentences are split first and each is searched once, so the cost is linear in the text's length.
+_SENTENCE = re.compile(r"[^.。!！?？\n]+")
+_TRIED_MARK = re.compile(
+    r"already|i(?:'ve| have)? tried|tried (?:to |setting |using |removing |lowering )|did ?n[o']t help|does ?n[o']t help|no luck|"
+    r"已经|试过|尝试过|也试了|改过|换过|去掉了|删掉了|删除了",
     re.I,
 )
+
+
+def tried_statements(text: str) -> list[str]:
+    """The sentences in which the user says what they already did."""
+    out = []
+    for m in _SENTENCE.finditer(text):
+        sent = m.group(0).strip()
+        if len(sent) > 3 and _TRIED_MARK.search(sent):
+            out.append(sent[:500])
+    return out
 
 
 SUPPORT_MIN = 0.6  # combined dense+lexical score (0..1) an article needs to be shown as supporting
@@ -80,10 +87,16 @@ _SIGNAL_TEXT = {
 }
 
 _L = {
-    "en": {"signal": "Seen in your log", "tried": "Demoted: you said you already tried",
+    "en": {"signal": "Seen in your log", "tried": "Demoted: you said you already tried", "against": "Against this cause",
+           "none": "Not confident: nothing in the knowledge base matches this well.",
+           "lead": "Most likely: {title} — fix: {fix}",
+           "unsure": "Not confident: the closest lead is “{title}”; check it against the general checks below.",
            "ver_in": "Your {pkg} {have} (`{where}`) is in the affected range {rng}",
            "ver_out": "Unlikely: your {pkg} {have} (`{where}`) is outside the affected range {rng}"},
-    "zh": {"signal": "日志中发现", "tried": "已降低排名：你说已经尝试过",
+    "zh": {"signal": "日志中发现", "tried": "已降低排名：你说已经尝试过", "against": "与此原因矛盾",
+           "none": "把握不大：知识库里没有与此很好匹配的内容。",
+           "lead": "最可能的原因：{title} —— 修复：{fix}",
+           "unsure": "把握不大：最接近的线索是「{title}」，请结合下面的通用检查核对。",
            "ver_in": "你的 {pkg} 版本 {have}（`{where}`）在受影响范围 {rng} 内",
            "ver_out": "可能性低：你的 {pkg} 版本 {have}（`{where}`）不在受影响范围 {rng} 内"},
 }
@@ -105,18 +118,23 @@ def gather(question: str, attachments: list[Attachment], history: list[Turn], ma
     prose, blocks = code_blocks(q)
     atts = list(attachments) + blocks
     earlier_prose = []
-    for t in history:
+    earlier_files: set[str] = set()
+    for k, t in enumerate(history):
         if t.role != "user":
             continue
         p, b = code_blocks(redact(t.content or "")[0])
+        for a in b:
+            a.name = f"earlier-{k + 1}-{a.name}"
         earlier_prose.append(p)
+        earlier_files |= {a.name for a in b} | {a.name for a in t.attachments}
         atts += b + list(t.attachments)
     fs = read_attachments(atts, prose, max_bytes)
+    fs.earlier_files = earlier_files
     # files are more precise than prose, but in a follow-up the latest statement ("now at lr 1e-5") wins
     now = text_facts(prose)
     before = [f for p in earlier_prose for f in text_facts(p, "earlier message")]
     fs.facts = (now + fs.facts if earlier_prose else fs.facts + now) + before
-    tried = [m.group(0).strip() for p in [prose, *earlier_prose] for m in _TRIED.finditer(p) if len(m.group(0).strip()) > 3]
+    tried = [t for p in [prose, *earlier_prose] for t in tried_statements(p)]
     return prose, " ".join(earlier_prose), fs, tried
 
 
@@ -130,85 +148,75 @@ def _retrieval_text(prose: str, earlier: str, facts: dict[str, Fact], lang: str)
     return " ".join(p for p in parts if p).strip()
 
 
-def _demote(ranked: list[Scored], tried: list[str]) -> dict[str, str]:
-    """Causes whose fixes the user says they already applied go down, with the statement as the reason."""
-    notes: dict[str, str] = {}
-    if not tried:
-        return notes
-    for sc in ranked[:10]:
-        fix_toks = set(tokenize(" ".join(f.en + " " + f.zh + " " + (f.diff or "") for f in sc.case.fixes)))
-        for stmt in tried:
-            st = {t for t in tokenize(stmt) if len(t) > 1 and not t.replace(".", "").replace("e-", "").isdigit()}
-            st -= {"already", "tried", "still", "已经", "试过", "还是", "loss", "nan", "training", "训练"}
-            common = st & fix_toks
-            if len(common) >= 2 and len(common) / len(st) >= 0.4 or len(st) == 1 and common:
-                # the user changed what the earlier file showed: its trigger evidence no longer holds
-                sc.score = (sc.score - sc.bonus) * DEMOTE
-                sc.triggers = []
-                notes[sc.case.id] = stmt
-                break
-    ranked.sort(key=lambda s: -s.score)
-    return notes
-
-
-def _confident(r: Retrieval, mode: str) -> bool:
-    if not r.ranked:
-        return False
-    top = r.ranked[0]
-    if top.triggers:
-        return True
-    if mode == "bm25":
-        return r.top_lex >= TAU_LEX
-    return r.top_cos >= TAU_COS and (mode == "dense" or top.lex >= 0.35)
-
-
-def _symptoms(sc: Scored, text: str, lang: str) -> list[str]:
+def _symptoms(a: Assessed, text: str, lang: str) -> list[str]:
+    if a.case is None:
+        return []
     q = set(tokenize(text))
     out = []
-    for s in sc.case.symptoms.get(lang):
+    for s in a.case.symptoms.get(lang):
         toks = set(tokenize(s))
         if toks and len(q & toks) >= 2:
             out.append(s)
     return out[:2]
 
 
-def _cause_out(sc: Scored, lang: str, text: str, cite_from: int, demoted: str | None) -> CauseOut:
-    c = sc.case
-    ev = [h.evidence(lang) for h in sc.triggers]
+def _reason_text(r: Reason, lang: str) -> str | None:
     lab = _L[lang]
-    for f in sc.signals:
-        if not any(f"{f.file}:{f.line}" in e for e in ev):
-            ev.append(f"{lab['signal']}: {signal_text(f.key, lang)} (`{f.where()}`)")
-    if sc.version is not None:
-        ok, rng, vf = sc.version
-        key = "ver_in" if ok else "ver_out"
-        ev.append(lab[key].format(pkg=vf.key.split(".")[1].replace("_version", ""), have=vf.value, rng=rng, where=vf.where()))
+    if r.key in ("trigger", "contradiction") and r.hit is not None:
+        txt = r.hit.evidence(lang)
+        return f"{lab['against']}: {txt}" if r.key == "contradiction" else txt
+    if r.key == "signal" and r.facts:
+        f = r.facts[0]
+        return f"{lab['signal']}: {signal_text(f.key, lang)} (`{f.where()}`)"
+    if r.key in ("version_in", "version_out") and r.facts:
+        return lab["ver_in" if r.key == "version_in" else "ver_out"].format(pkg=r.params["pkg"], have=r.params["have"], rng=r.params["range"], where=r.facts[0].where())
+    return None
+
+
+def _cause_out(a: Assessed, lang: str, text: str, cite_from: int, files: dict[str, str], facts: dict[str, Fact]) -> CauseOut:
+    ev: list[str] = []
+    for r in sorted(a.reasons, key=lambda r: 0 if r.facts and r.facts[0].kind != "prose" and r.facts[0].line else 1):
+        t = _reason_text(r, lang)
+        if t and t not in ev and not (r.key == "signal" and any(f"{r.facts[0].file}:{r.facts[0].line}" in e for e in ev)):
+            ev.append(t)
+    tried = a.reason("tried")
+    demoted = f"{_L[lang]['tried']}: “{tried.params['statement']}”" if tried else ""
+    if a.note is not None:
+        n = a.note
+        return CauseOut(
+            kind="note", case_id=n.id, title=n.title, cause=n.symptom.get(lang), resolution=n.resolution.get(lang), url=n.url,
+            category=n.category, score=round(a.score, 4), likelihood=a.likelihood, fixes=[n.resolution.get(lang)],
+            evidence=ev, evidence_level=n.evidence, citations=[Citation(n=cite_from, url=n.url, title=n.title)], demoted=demoted,
+        )
+    c = a.case
+    assert c is not None
     cites = [Citation(n=cite_from + i, url=s.url, title=s.title) for i, s in enumerate(c.sources)]
     causes = sorted(c.causes, key=lambda x: {"high": 0, "medium": 1, "low": 2}[x.likelihood])
+    fixes, diffs = fixes_for_user(c, lang, files, facts)
     return CauseOut(
         case_id=c.id,
         title=c.title.get(lang),
         cause=causes[0].get(lang),
         category=c.category,
-        score=round(sc.score, 4),
-        likelihood=causes[0].likelihood,
-        fixes=[f.get(lang) for f in c.fixes],
-        diffs=[f.diff for f in c.fixes if f.diff],
+        score=round(a.score, 4),
+        likelihood=a.likelihood,
+        fixes=fixes,
+        diffs=diffs,
         evidence=ev,
-        matched_symptoms=_symptoms(sc, text, lang),
+        matched_symptoms=_symptoms(a, text, lang),
         evidence_level=c.evidence,
         citations=cites,
-        demoted=(f"{lab['tried']}: “{demoted}”" if demoted else ""),
+        demoted=demoted,
     )
 
 
-def _clarify(ranked: list[Scored], facts: dict[str, Fact], lang: str) -> dict[str, Any] | None:
-    if len(ranked) < 2 or ranked[0].triggers or ranked[1].score < CLOSE * ranked[0].score:
+def _clarify(ranked: list[Assessed], facts: dict[str, Fact], lang: str) -> dict[str, Any] | None:
+    if len(ranked) < 2 or ranked[0].triggers or ranked[1].score < SCORING.close * ranked[0].score:
         return None
     data = _clarify_data()
     wanted: dict[str, int] = {}
-    for sc in ranked[:3]:
-        for t in sc.case.triggers:
+    for a in ranked[:3]:
+        for t in a.case.triggers if a.case else []:
             for leaf in iter_leaves(t):
                 if leaf.fact not in facts:
                     wanted[leaf.fact] = wanted.get(leaf.fact, 0) + 1
@@ -216,6 +224,19 @@ def _clarify(ranked: list[Scored], facts: dict[str, Fact], lang: str) -> dict[st
         if q["key"] in wanted:
             return {"key": q["key"], "question": q["ask"][lang], "options": q["options"][lang]}
     return None
+
+
+def _summary(d_causes: list[CauseOut], confident: bool, lang: str) -> str:
+    """The answer's first line: the most likely cause and its fix, or an honest 'not confident'."""
+    lab = _L[lang]
+    if not d_causes:
+        return lab["none"]
+    top = d_causes[0]
+    fix = (top.fixes[0] if top.fixes else "").split("\n")[0]
+    fix = fix if len(fix) <= 220 else fix[:217] + "…"
+    if confident:
+        return lab["lead"].format(title=top.title, fix=fix)
+    return lab["unsure"].format(title=top.title)
 
 
 def diagnose(
@@ -229,10 +250,13 @@ def diagnose(
     max_bytes: int | None = None,
     trace: dict[str, Any] | None = None,
 ) -> Diagnosis:
-    """Ranked causes with fixes, evidence and citations for a question, its attachments and the conversation so far."""
+    """Ranked causes with fixes, evidence and citations for a question, its attachments and the conversation so far.
+
+    gather (facts with their origin) -> retrieve (dense + BM25 candidates) -> assess (all scoring) -> the answer.
+    """
     attachments = attachments or []
     history = history or []
-    if not (question or "").strip() and not attachments and not any(t.content.strip() for t in history if t.role == "user"):
+    if not (question or "").strip(" \t\r\n\x00") and not attachments and not any(t.content.strip() for t in history if t.role == "user"):
         raise InputError("the question is empty: describe what you see (e.g. 'loss goes to 0 after 10 steps') or attach a config or log.")
     max_bytes = max_bytes or int(engine.settings.max_upload_mb * 1024 * 1024)
     prose, earlier, fs, tried = gather(question, attachments, history, max_bytes)
@@ -244,17 +268,26 @@ def diagnose(
     if not text and not facts:
         notes = [n.message for n in fs.files]
         raise InputError("nothing to go on: the question is empty and no attached file could be read. " + " ".join(notes))
-    r = engine.retrieve(text, facts, mode=mode)
-    demoted = _demote(r.ranked, tried)
-    confident = _confident(r, mode)
+    cand = engine.candidates(text, mode=mode)
+    import time as _time
+
+    t0 = _time.perf_counter()
+    a: Assessment = assess(engine, cand, facts, prose + " " + earlier, tried, mode=mode, earlier_files=fs.earlier_files)
+    a.timings["assess"] = _time.perf_counter() - t0
     if trace is not None:  # internals for the eval and the bench
-        trace.update(top_cos=r.top_cos, top_lex=r.top_lex, timings=r.timings, trigger=bool(r.ranked and r.ranked[0].triggers))
+        trace.update(top_cos=a.top_cos, top_lex=a.top_lex, timings=a.timings, trigger=bool(a.ranked and a.ranked[0].triggers), assessment=a)
+    files = dict(fs.redacted_texts)
     cite = 1
     causes: list[CauseOut] = []
-    for sc in r.ranked[:top]:
-        co = _cause_out(sc, lang, text, cite, demoted.get(sc.case.id))
+    for item in a.ranked[:top]:
+        co = _cause_out(item, lang, text, cite, files, facts)
         cite += len(co.citations)
         causes.append(co)
+    also = []
+    for item in a.also_noticed:
+        co = _cause_out(item, lang, text, cite, files, facts)
+        cite += len(co.citations)
+        also.append(co)
     notes = [n.text(lang) for n in fs.files if not n.ok]
     if fs.redactions:
         notes.append(
@@ -262,21 +295,22 @@ def diagnose(
         )
     data = _clarify_data()
     supporting = [
-        Supporting(article_id=a["id"], title=a["title"], source=a["source"], score=round(sc, 4), snippet=_snippet(a, lang))
-        for a, sc in r.supporting
+        Supporting(article_id=art["id"], title=art["title"], source=art["source"], score=round(sc, 4), snippet=_snippet(art, lang))
+        for art, sc in a.supporting
         if sc >= SUPPORT_MIN
     ]
-    diag = Diagnosis(
+    return Diagnosis(
         supporting=supporting,
         language=lang,  # type: ignore[arg-type]
-        confident=confident,
+        confident=a.confident,
         question=prose,
-        causes=causes if confident else [],
-        related=[] if confident else causes,
+        causes=causes if a.confident else [],
+        related=[] if a.confident else causes,
         facts=fs.shown(),
         files=fs.files,
-        clarify=_clarify(r.ranked, facts, lang),
+        clarify=_clarify(a.ranked, facts, lang),
         notes=notes,
-        general_checks=[] if confident else data["general_checks"][lang],
+        general_checks=[] if a.confident else data["general_checks"][lang],
+        also_noticed=also,
+        summary=_summary(causes, a.confident, lang),
     )
-    return diag

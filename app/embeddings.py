@@ -120,6 +120,18 @@ class VectorCache:
             for sha, blob in self._db.execute(q, [emb.id, *chunk]):
                 found[sha] = np.frombuffer(blob, dtype=np.float32).tolist()
         todo = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in found]
+        if todo:  # the KB's own units come with the repository (kb/vectors.npz): take those before embedding
+            from app.shipped import shipped
+
+            sv = shipped()
+            rest = []
+            for k, t in todo:
+                v = sv.get(emb.id, t)
+                if v is None:
+                    rest.append((k, t))
+                else:
+                    found[k] = v
+            todo = rest
         done_before = len(texts) - len(todo)
         if progress:
             progress(done_before)

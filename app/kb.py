@@ -210,3 +210,83 @@ def load_cases(root: Path | None = None, include_drafts: bool = False) -> LoadRe
             if r not in ids:
                 res.problems.append(Problem(c.path, 2, f"related: unknown case id {r!r}"))
     return res
+
+
+# ---------------------------------------------------------------- thread notes (kb/notes/*.yaml: a list of notes per file)
+
+NOTES_DIR = KB_DIR / "notes"
+
+
+@dataclass
+class NotesResult:
+    notes: list = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    files: int = 0
+
+
+def load_notes(root: Path | None = None, case_ids: set[str] | None = None, origin: str = "kb") -> NotesResult:
+    """Every note under `root` (default kb/notes). One broken note is reported with its line and skipped."""
+    from app.models import Note
+
+    root = root or NOTES_DIR
+    res = NotesResult()
+    if not root.exists():
+        return res
+    files = sorted(root.rglob("*.yaml")) if root.is_dir() else [root]
+    tax = load_taxonomy(KB_DIR).ids()
+    seen_id: dict[str, str] = {}
+    seen_url: dict[str, str] = {}
+    for p in files:
+        res.files += 1
+        rel = str(p.relative_to(root.parent)) if root.is_dir() and p.is_relative_to(root.parent) else p.name
+        try:
+            raw = yaml.load(p.read_text(encoding="utf-8"), Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+        except (OSError, UnicodeDecodeError) as e:
+            res.problems.append(Problem(rel, 1, f"cannot read file: {e}"))
+            continue
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            res.problems.append(Problem(rel, mark.line + 1 if mark else 1, f"YAML error: {getattr(e, 'problem', e)}"))
+            continue
+        if raw is None:
+            continue
+        if not isinstance(raw, list):
+            res.problems.append(Problem(rel, 1, "a notes file is a YAML list of notes"))
+            continue
+        for item in raw:
+            line = min(item["__lines__"].values()) if isinstance(item, dict) and item.get("__lines__") else 1
+            if not isinstance(item, dict):
+                res.problems.append(Problem(rel, line, "a note must be a mapping"))
+                continue
+            try:
+                note = Note.model_validate({**_strip_lines(item), "path": f"{rel}:{line}", "origin": origin})
+            except ValidationError as e:
+                for err in e.errors():
+                    loc = tuple(err["loc"])
+                    res.problems.append(Problem(rel, _line_of(item, loc, line), f"note {item.get('id', '?')}: {'.'.join(map(str, loc))}: {err['msg']}"))
+                continue
+            where = f"{rel}:{line}"
+            if note.category not in tax:
+                res.problems.append(Problem(rel, line, f"note {note.id}: unknown category {note.category!r}"))
+                continue
+            if case_ids is not None and note.case and note.case not in case_ids:
+                res.problems.append(Problem(rel, line, f"note {note.id}: case {note.case!r} does not exist"))
+                continue
+            if note.id in seen_id:
+                res.problems.append(Problem(rel, line, f"note {note.id}: duplicate id (also at {seen_id[note.id]})"))
+                continue
+            key = canonical_url(note.url)
+            if key in seen_url:
+                res.problems.append(Problem(rel, line, f"note {note.id}: the thread {note.url} already has a note (at {seen_url[key]})"))
+                continue
+            seen_id[note.id] = where
+            seen_url[key] = where
+            res.notes.append(note)
+    return res
+
+
+def canonical_url(url: str) -> str:
+    """The same thread however it is written: scheme, www, case of the repo, trailing slash and #fragment ignored."""
+    u = url.strip().split("#", 1)[0].rstrip("/").lower()
+    u = re.sub(r"^https?://(www\.)?", "", u)
+    return u

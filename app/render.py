@@ -24,6 +24,10 @@ T = {
         "levels": {"maintainer-confirmed": "maintainer-confirmed", "reporter-confirmed": "reporter-confirmed", "community-advice": "community advice"},
         "likelihood": "likelihood",
         "supporting": "Supporting articles",
+        "note_head": "A similar report was resolved",
+        "resolution": "Resolution",
+        "also": "Also noticed in your files (explains a different symptom)",
+        "source_list": "Sources",
     },
     "zh": {
         "causes": "可能的原因",
@@ -42,6 +46,10 @@ T = {
         "levels": {"maintainer-confirmed": "维护者确认", "reporter-confirmed": "报告者确认", "community-advice": "社区建议"},
         "likelihood": "可能性",
         "supporting": "相关文章",
+        "note_head": "类似的报告已解决",
+        "resolution": "解决方法",
+        "also": "在你的文件中还注意到（对应的是另一种症状）",
+        "source_list": "来源",
     },
 }
 
@@ -50,7 +58,21 @@ def labels(lang: str) -> dict[str, Any]:
     return T["zh" if lang == "zh" else "en"]
 
 
+def _note_md(i: int, c: CauseOut, lang: str) -> str:
+    L = labels(lang)
+    out = [f"### {i}. {L['note_head']}: {c.title}", ""]
+    out.append(f"{c.cause}  \n**{L['resolution']}:** {c.resolution}  \n*{L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}*")
+    if c.demoted:
+        out += ["", f"> {c.demoted}"]
+    if c.evidence:
+        out += ["", f"**{L['why']}:**"] + [f"- {e}" for e in c.evidence]
+    out += ["", f"{L['sources']}: " + " ".join(f"[[{x.n}]]({x.url})" for x in c.citations)]
+    return "\n".join(out)
+
+
 def _cause_md(i: int, c: CauseOut, lang: str) -> str:
+    if c.kind == "note":
+        return _note_md(i, c, lang)
     L = labels(lang)
     out = [f"### {i}. {c.title}", ""]
     out.append(f"{c.cause}  \n*{L['likelihood']}: {L['likely'].get(c.likelihood, c.likelihood)} · {L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}*")
@@ -76,9 +98,21 @@ def facts_md(d: Diagnosis) -> str:
     return "\n".join(lines) if lines else L["nothing_read"]
 
 
-def to_markdown(d: Diagnosis, show_facts: bool = True) -> str:
+def source_list(d: Diagnosis) -> list[str]:
+    """Every citation of the answer as a numbered line with its full URL (survives pipes and copy-paste)."""
+    seen: dict[int, str] = {}
+    for c in list(d.causes or d.related) + list(d.also_noticed):
+        for x in c.citations:
+            seen.setdefault(x.n, f"[{x.n}] {x.title} — {x.url}")
+    return [seen[k] for k in sorted(seen)]
+
+
+def to_markdown(d: Diagnosis, show_facts: bool = True, sources: bool = False) -> str:
+    """The answer as Markdown; `sources` appends the numbered source list with full URLs (CLI, pipes)."""
     L = labels(d.language)
     out: list[str] = []
+    if d.summary:
+        out.append(f"**{d.summary}**")
     if d.confident:
         out.append(f"## {L['causes']}")
         out += [_cause_md(i, c, d.language) for i, c in enumerate(d.causes, 1)]
@@ -88,6 +122,12 @@ def to_markdown(d: Diagnosis, show_facts: bool = True) -> str:
         if d.general_checks:
             out.append(f"## {L['checks']}")
             out += [f"- {c}" for c in d.general_checks]
+    if d.also_noticed:
+        out.append(f"## {L['also']}")
+        for c in d.also_noticed:
+            ev = f" — {c.evidence[0]}" if c.evidence else ""
+            cites = " ".join(f"[{x.n}]" for x in c.citations)
+            out.append(f"- **{c.title}**{ev} {cites}")
     if d.supporting:
         out.append(f"## {L['supporting']}")
         for a in d.supporting:
@@ -101,6 +141,11 @@ def to_markdown(d: Diagnosis, show_facts: bool = True) -> str:
     if d.notes:
         out.append(f"**{L['notes']}:**")
         out += [f"- {n}" for n in d.notes]
+    if sources:
+        lst = source_list(d)
+        if lst:
+            out.append(f"## {L['source_list']}")
+            out.append("\n".join(f"{x}  " for x in lst))
     return "\n\n".join(out)
 
 

@@ -139,15 +139,21 @@ class Store:
             )
 
     # ------------------------------------------------------------ case cards (full case JSON, so a shared index is self-contained)
-    def write_cards(self, cases: list, origin: str, articles: list | None = None) -> None:
-        """Store the full case (and article) records, so any process sharing the index can render answers."""
+    def write_cards(self, cases: list, origin: str, articles: list | None = None, notes: list | None = None) -> None:
+        """Store the full case, note and article records, so any process sharing the index can render answers."""
         old = self._cards_col.get(include=["metadatas"])
         mine = {i for i, m in zip(old["ids"], old["metadatas"], strict=True) if (m or {}).get("origin") == origin}
-        ids = [c.id for c in cases] + [a.id for a in articles or []]
-        docs = [c.model_dump_json(by_alias=True) for c in cases] + [json.dumps(a.card(), ensure_ascii=False) for a in articles or []]
-        metas = [{"origin": origin, "kind": "case", "category": c.category} for c in cases] + [
-            {"origin": origin, "kind": "article", "category": "article"} for a in articles or []
-        ]
+        ids = [c.id for c in cases] + [a.id for a in articles or []] + [n.id for n in notes or []]
+        docs = (
+            [c.model_dump_json(by_alias=True) for c in cases]
+            + [json.dumps(a.card(), ensure_ascii=False) for a in articles or []]
+            + [n.model_dump_json() for n in notes or []]
+        )
+        metas = (
+            [{"origin": origin, "kind": "case", "category": c.category} for c in cases]
+            + [{"origin": origin, "kind": "article", "category": "article"} for a in articles or []]
+            + [{"origin": origin, "kind": "note", "category": n.category} for n in notes or []]
+        )
         for i in range(0, len(ids), 1000):
             self._cards_col.upsert(ids=ids[i : i + 1000], documents=docs[i : i + 1000], metadatas=metas[i : i + 1000], embeddings=[[0.0]] * len(ids[i : i + 1000]))
         gone = sorted(mine - set(ids))
@@ -162,6 +168,11 @@ class Store:
         from app.models import Case
 
         return [Case.model_validate_json(d) for d in self._cards("case")]
+
+    def read_notes(self) -> list:
+        from app.models import Note
+
+        return [Note.model_validate_json(d) for d in self._cards("note")]
 
     def read_articles(self) -> list[dict]:
         return [json.loads(d) for d in self._cards("article")]

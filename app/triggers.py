@@ -111,11 +111,36 @@ def _fact_where(f: Fact) -> str:
     return f"`{shown}` ({f.where()})"
 
 
-def fire(case: Case, facts: dict[str, Fact]) -> list[TriggerHit]:
+# Frameworks that write their own DeepSpeed/FSDP settings from their own flags: their flags are not the literal
+# values of a hand-written config, so a case about another framework's files never fires on them.
+SELF_BUILT = frozenset({"openrlhf", "verl", "easyr1", "megatron"})
+
+
+def in_scope(fact: Fact, trigger: Trigger, case: Case) -> bool:
+    """Can this fact fire this trigger? A fact read from another context (file kind, framework) cannot."""
+    scope = trigger.scope
+    if scope is not None and scope.kinds and fact.kind and fact.kind not in scope.kinds:
+        return False
+    allowed = (scope.frameworks if scope is not None and scope.frameworks else None) or case.applies_to.frameworks
+    if fact.framework and allowed and fact.framework not in allowed:
+        if scope is not None and scope.frameworks:
+            return False
+        return fact.framework not in SELF_BUILT
+    return True
+
+
+def scoped_facts(case: Case, trigger: Trigger, facts: dict[str, Fact]) -> dict[str, Fact]:
+    if all(in_scope(f, trigger, case) for f in facts.values()):
+        return facts
+    return {k: f for k, f in facts.items() if in_scope(f, trigger, case)}
+
+
+def fire(case: Case, facts: dict[str, Fact], conds: list[Trigger] | None = None) -> list[TriggerHit]:
+    """The triggers (or other conditions, e.g. contradictions) of a case that hold on the facts in their scope."""
     hits = []
-    for t in case.triggers:
+    for t in case.triggers if conds is None else conds:
         used: list[Fact] = []
-        if eval_cond(t, facts, used):
+        if eval_cond(t, scoped_facts(case, t, facts), used):
             uniq = list({(f.key, f.file, f.line): f for f in used}.values())
             hits.append(TriggerHit(case.id, t, uniq))
     return hits

@@ -154,7 +154,7 @@ def _group(rows_by_mode: dict[str, list[dict]], key) -> dict[str, dict[str, list
     return dict(sorted(groups.items()))
 
 
-def main(subset: int = 0, baselines: bool = True, st_model: str | None = "minilm", floor: float = 0.0, write: bool = True) -> bool:
+def main(subset: int = 0, baselines: bool = True, st_model: str | None = "minilm", floor: float = 0.0, write: bool = True, which: str = "all") -> bool:
     from app.embeddings import VectorCache, make_embedder
     from app.retrieve import Engine
     from app.settings import Settings
@@ -167,6 +167,13 @@ def main(subset: int = 0, baselines: bool = True, st_model: str | None = "minilm
     rep = ingest(store)
     print(f"index: {rep.summary()}", flush=True)
     engine = Engine(settings, emb)
+    real_lines: list[str] = []
+    if which in ("all", "real"):
+        real_lines = run_real_set(engine, baselines)
+        if which == "real":
+            if write:
+                _write_section(real_lines)
+            return True
     questions = load_questions(engine.cases)
     if subset and subset < len(questions):
         step = len(questions) / subset
@@ -199,7 +206,7 @@ def main(subset: int = 0, baselines: bool = True, st_model: str | None = "minilm
         print(f"  {q.id} [{q.lang}] {q.q[:90]!r}\n      expected {q.expected}  got {r['ranked'][:3]}")
     hit3 = _mean(full, "hit@3")
     if write:
-        write_report(rows_by_mode, lat_by_mode, questions, misses)
+        write_report(rows_by_mode, lat_by_mode, questions, misses, real_lines)
     if floor and hit3 < floor:
         print(f"\nFAIL: full-pipeline hit@3 {hit3:.3f} is below the floor {floor:.3f}")
         return False
@@ -223,7 +230,38 @@ def _calibration(rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
-def write_report(rows_by_mode, lat_by_mode, questions, misses) -> None:
+def run_real_set(engine, baselines: bool = True) -> list[str]:
+    """The real-thread yardstick, printed and returned as report lines."""
+    from eval.real import MODES as RMODES
+    from eval.real import load_real, report_lines, run_real, summary
+
+    qs = load_real(known=set(engine.item_ids))
+    if not qs:
+        return []
+    rows = run_real(engine, qs, RMODES if baselines else ("full",))
+    for m, rs in rows.items():
+        for part, pick in (("all", lambda q: True), ("frozen", lambda q: q.frozen)):
+            for lang in ("en", "zh"):
+                s = summary([r for r in rs if pick(r["q"]) and r["q"].lang == lang])
+                if s:
+                    print(f"real {part:6s} {m:6s} {lang}: n {s['n']:3d} hit@1 {s['hit@1']:.3f} hit@3 {s['hit@3']:.3f} "
+                          f"coverage {s['coverage']:.3f} conf-wrong {s['confident-but-wrong']:.3f} abstain {s['abstention']:.3f}", flush=True)
+    return report_lines(rows)
+
+
+def _write_section(real_lines: list[str]) -> None:
+    """Replace only the real-thread section of an existing report."""
+    path = EVAL_DIR / "report.md"
+    old = path.read_text(encoding="utf-8") if path.exists() else "# trainfix evaluation\n"
+    head, sep, rest = old.partition("## Real threads")
+    tail = ""
+    if sep:
+        nxt = rest.find("\n## ", 1)
+        tail = rest[nxt + 1 :] if nxt >= 0 else ""
+    path.write_text(head.rstrip() + "\n\n" + "\n".join(real_lines) + "\n" + tail, encoding="utf-8")
+
+
+def write_report(rows_by_mode, lat_by_mode, questions, misses, real_lines: list[str] | None = None) -> None:
     import platform
 
     modes = list(rows_by_mode)
@@ -232,7 +270,9 @@ def write_report(rows_by_mode, lat_by_mode, questions, misses) -> None:
     lines = ["# trainfix evaluation", ""]
     lines.append(f"{len(on)} labelled questions ({sum(q.lang == 'zh' for q in on)} zh/mixed, {sum(q.lang == 'en' for q in on)} en; {n_att} with attachments; "
                  f"{sum(q.lang != q.source_lang for q in on)} cross-language) + {len(questions) - len(on)} off-topic. Machine: {platform.processor() or platform.machine()}, {_cpu()}.")
-    lines += ["", "Reproduce: `trainfix eval` (writes this file and `eval/report.png`).", "", "## Overall", ""]
+    lines += ["", "Reproduce: `trainfix eval` (writes this file and `eval/report.png`).", ""]
+    lines += real_lines or []
+    lines += ["## Authored questions (written with the cases; regressions only)", ""]
     lines.append("| mode | hit@1 | hit@3 | MRR | nDCG@5 | p50 ms | p95 ms |")
     lines.append("|---|---|---|---|---|---|---|")
     for m in modes:

@@ -6,7 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from app.models import Case
+from app.models import Case, Note
 
 _SECTION = re.compile(r"^###\s+(.+)$", re.M)
 MAX_CHARS = 1200
@@ -51,3 +51,12 @@ def case_units(case: Case) -> list[Unit]:
         for j, (head, text) in enumerate(body_sections(case.body.get(lang, ""))):
             units.append(Unit.make(case.id, f"body{j}", lang, f"{title}. {head}: {text}"[:MAX_CHARS], meta))
     return units
+
+
+def note_units(note: Note) -> list[Unit]:
+    """One unit per language: the thread's title, what the reporter saw and how it was resolved."""
+    meta = {"category": note.category, "source_lang": note.lang, "doc": "note"}
+    return [
+        Unit.make(note.id, "note", lang, f"{note.title}. {note.symptom.get(lang)} {note.resolution.get(lang)}"[:MAX_CHARS], meta)
+        for lang in ("en", "zh")
+    ]

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.kb import KB_DIR, Problem, load_cases
-from app.models import Case
+from app.kb import KB_DIR, Problem, load_cases, load_notes
+from app.models import Case, Note
 from app.store import Store
-from ingest.chunk import Unit, case_units
+from ingest.chunk import Unit, case_units, note_units
 
 
 class IngestError(Exception):
@@ -23,13 +23,14 @@ class IngestReport:
     removed: int = 0
     unchanged: int = 0
     cases: int = 0
+    notes: int = 0
     articles: int = 0
     embedded: int = 0
     problems: list[Problem] = field(default_factory=list)
 
     def summary(self) -> str:
         return (
-            f"{self.cases} cases, {self.articles} articles: {self.added} added, {self.updated} updated, "
+            f"{self.cases} cases, {self.notes} notes, {self.articles} articles: {self.added} added, {self.updated} updated, "
             f"{self.removed} removed, {self.unchanged} unchanged units ({self.embedded} embedded)"
         )
 
@@ -38,8 +39,8 @@ def _slot(unit_id: str) -> str:
     return unit_id.rsplit(":", 1)[0]
 
 
-def collect(path: Path) -> tuple[list[Case], list[Unit], list[Problem], list]:
-    """Cases from a KB folder (or one case file) and articles (.txt/.html) under `path`."""
+def collect(path: Path) -> tuple[list[Case], list[Unit], list[Problem], list, list[Note]]:
+    """Cases and thread notes from a KB folder (or one case file) and articles (.txt/.html) under `path`."""
     from ingest.articles import article_units, load_article_files
 
     cases: list[Case] = []
@@ -50,13 +51,18 @@ def collect(path: Path) -> tuple[list[Case], list[Unit], list[Problem], list]:
         res = load_cases(case_root)
         cases, problems = res.cases, res.problems
     units = [u for c in cases for u in case_units(c)]
+    notes: list[Note] = []
+    if (path / "notes").is_dir():
+        nres = load_notes(path / "notes", {c.id for c in cases})
+        notes, problems = nres.notes, problems + nres.problems
+        units += [u for n in notes for u in note_units(n)]
     # a KB folder keeps its articles in articles/; any other folder (or file) is scanned as it is
     art_root = (path / "articles") if (path / "cases").is_dir() else path
     arts, art_problems = load_article_files(art_root) if art_root.exists() else ([], [])
     problems += art_problems
     for a in arts:
         units += article_units(a)
-    return cases, units, problems, arts
+    return cases, units, problems, arts, notes
 
 
 def ingest(
@@ -69,7 +75,7 @@ def ingest(
     path = (path or KB_DIR).resolve()
     if not path.exists():
         raise IngestError(f"{path}: no such file or folder")
-    cases, units, problems, arts = collect(path)
+    cases, units, problems, arts, notes = collect(path)
     n_articles = len(arts)
     if not units:
         where = "; ".join(str(p) for p in problems[:5])
@@ -90,7 +96,7 @@ def ingest(
     to_add = [u for u in units if u.id not in mine]
     to_remove = sorted(mine - set(new_by_id))
     old_slots = {_slot(i) for i in to_remove}
-    rep = IngestReport(cases=len(cases), articles=n_articles, problems=problems)
+    rep = IngestReport(cases=len(cases), notes=len(notes), articles=n_articles, problems=problems)
     rep.unchanged = len(units) - len(to_add)
     rep.updated = sum(1 for u in to_add if _slot(u.id) in old_slots)
     rep.added = len(to_add) - rep.updated
@@ -108,7 +114,12 @@ def ingest(
         store.add([u.id for u in to_add], [u.text for u in to_add], [u.meta for u in to_add], progress=tick)
     if to_remove:
         store.delete(to_remove)
-    store.write_cards(cases, origin, arts)
+    store.write_cards(cases, origin, arts, notes)
     store.write_manifest(embedder=store.embedder.id, complete=True, units=store.count(), cases=len(store.read_cards()))
     rep.embedded = store.embedder.documents_embedded - before_emb
     return rep
+
+
+def kb_units(path: Path | None = None) -> list[Unit]:
+    """The retrieval units of the project's KB (cases and notes), as ingest makes them."""
+    return collect((path or KB_DIR).resolve())[1]

@@ -69,6 +69,7 @@ class FactSet:
     files: list[FileNote] = field(default_factory=list)
     redactions: int = 0
     redacted_texts: dict[str, str] = field(default_factory=dict)
+    earlier_files: set[str] = field(default_factory=set)  # files from earlier turns of the conversation
 
     def by_key(self) -> dict[str, Fact]:
         out: dict[str, Fact] = {}
@@ -169,7 +170,7 @@ def read_attachments(atts: list[Attachment], question: str = "", max_bytes: int 
         _read_one(att, fs, max_bytes)
     inline = re.findall(r"(?:^|\s)(--[a-zA-Z][\w\-]*(?:[= ][^\s-][^\s]*)?)", question or "")
     if inline:
-        fs.facts += parse_cmdline(" ".join(inline), "question")
+        fs.facts += [f.model_copy(update={"kind": "prose"}) for f in parse_cmdline(" ".join(inline), "question")]
     derive(fs)
     return fs
 
@@ -194,10 +195,10 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
         if not looks_like_log(sample) or size > STREAM_LOG_MAX_BYTES:
             fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e6:.1f} MB is over the {max_bytes / 1e6:g} MB limit for configs; it was skipped.", message_zh=f"{name}：{size / 1e6:.1f} MB 超过配置文件 {max_bytes / 1e6:g} MB 的上限，已跳过。"))
             return
-        reader = LogReader(name)
+        reader = LogReader(name)  # streamed logs: origin "log"
         for n, line in enumerate(att.lines(), 1):
             reader.feed(redact(line)[0] if ("token" in line.lower() or "key" in line.lower() or "hf_" in line) else line, n)
-        fs.facts += reader.facts()
+        fs.facts += [f.model_copy(update={"kind": "log"}) for f in reader.facts()]
         fs.files.append(FileNote(file=name, kind="log", message=f"{name}: streamed {size / 1e6:.1f} MB log", message_zh=f"{name}：已流式读取 {size / 1e6:.1f} MB 日志"))
         return
     if size > max_bytes:
@@ -236,12 +237,52 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
         what_zh = "无法识别的格式" if kind == "unknown" else f"{kind} 文件中没有 trainfix 认识的配置项或日志行"
         fs.files.append(FileNote(file=name, kind=kind, ok=kind != "unknown", message=f"{name}: {what}; nothing was read from it.", message_zh=f"{name}：{what_zh}，没有从中读到任何内容。"))
         return
+    okind, fw = classify_origin(kind, text)
+    facts = [f.model_copy(update={"kind": f.kind or okind, "framework": f.framework or fw}) for f in facts]
     fs.facts += facts
     note = f"{name}: read as {kind}, {len({f.key for f in facts if f.key != 'log.message'})} facts"
     if n_red:
         note += f", {n_red} secret(s) redacted"
     note_zh = f"{name}：按 {kind} 读取，{len({f.key for f in facts if f.key != 'log.message'})} 项信息" + (f"，遮蔽了 {n_red} 处密钥" if n_red else "")
     fs.files.append(FileNote(file=name, kind=kind, message=note, message_zh=note_zh))
+
+
+_SELF_BUILT = (
+    ("openrlhf", re.compile(r"openrlhf", re.I)),
+    ("verl", re.compile(r"\bverl\b|actor_rollout_ref", re.I)),
+    ("easyr1", re.compile(r"easyr1", re.I)),
+    ("ms-swift", re.compile(r"(^|\s)swift\s+(sft|rlhf|pt)\b|\bms-swift\b", re.I | re.M)),
+    ("llamafactory", re.compile(r"llamafactory-cli|llama-factory|\bsrc/train(_bash)?\.py\b", re.I)),
+    ("axolotl", re.compile(r"\baxolotl\b", re.I)),
+    ("megatron", re.compile(r"pretrain_gpt\.py|megatron", re.I)),
+)
+
+
+def classify_origin(kind: str, text: str) -> tuple[str, str]:
+    """The typed origin of a file's facts: (file kind, framework). Scoped triggers read these, not file names."""
+    head = text[:200000]
+    fw = next((name for name, rx in _SELF_BUILT if rx.search(head)), "")
+    if kind == "json":
+        if re.search(r'"(zero_optimization|train_micro_batch_size_per_gpu|communication_data_type|zero_allow_untested_optimizer)"', head):
+            return "deepspeed_json", fw or "deepspeed"
+        if re.search(r'"(per_device_train_batch_size|learning_rate|num_train_epochs|output_dir)"', head):
+            return "hf_args_json", fw or "transformers"
+        return "json", fw
+    if kind == "yaml":
+        if re.search(r"^\s*actor_rollout_ref\s*:", head, re.M):
+            return "verl_yaml", "verl"
+        if re.search(r"^\s*(finetuning_type|template|stage)\s*:", head, re.M) and re.search(r"^\s*(finetuning_type|cutoff_len|dataset)\s*:", head, re.M):
+            return "llamafactory_yaml", "llamafactory"
+        if re.search(r"^\s*base_model\s*:", head, re.M) and re.search(r"^\s*(datasets|sample_packing|micro_batch_size)\s*:", head, re.M):
+            return "axolotl_yaml", "axolotl"
+        if re.search(r"^\s*(compute_environment|distributed_type)\s*:", head, re.M):
+            return "accelerate_yaml", "accelerate"
+        return "yaml", fw
+    if kind == "trainer_state":
+        return "trainer_state", "transformers"
+    if kind == "log":
+        return "log", fw
+    return kind, fw
 
 
 def derive(fs: FactSet) -> None:

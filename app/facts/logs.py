@@ -301,6 +301,9 @@ class LogReader:
         mx = max(fin)
         i_mx = list(s.vals).index(mx)
         out.append(self._fact("log.grad_norm_max", mx, s.lines[i_mx]))
+        if all(math.isfinite(v) for v in s.vals) and len(fin) >= 2:
+            # a finite grad norm all along rules out causes that need NaN weights (e.g. a NaN hidden by the loss filter)
+            out.append(self._fact("log.grad_norm_finite", True, s.lines[i_mx]))
         med = median(fin)
         for i, v in enumerate(s.vals):
             if math.isfinite(v) and (v > 1e3 or (med > 0 and v > 100 * med and v > 10)):

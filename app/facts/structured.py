@@ -29,10 +29,40 @@ def _scalar(node: yaml.ScalarNode) -> Any:
         return node.value
 
 
-def walk(node: yaml.Node, path: str = "") -> Iterator[tuple[str, Any, int, int]]:
-    """Yield (dotted path, python value, line, column) for every scalar and scalar list."""
+MAX_NODES = 100_000  # a config has hundreds of settings; past this the rest is not read (alias bombs, huge dumps)
+MAX_DEPTH = 64
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads any tag (`!!python/tuple`, custom `!tags` in dumped configs) as plain data."""
+
+
+def _plain(loader: yaml.SafeLoader, suffix_or_node, node=None):
+    node = node if node is not None else suffix_or_node
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    return loader.construct_scalar(node)
+
+
+_Loader.add_multi_constructor("!", _plain)
+_Loader.add_multi_constructor("tag:yaml.org,2002:python/", _plain)
+
+
+def walk(node: yaml.Node, path: str = "", _seen: set[int] | None = None, _depth: int = 0) -> Iterator[tuple[str, Any, int, int]]:
+    """Yield (dotted path, python value, line, column) for every scalar and scalar list.
+
+    An aliased node is walked once (a billion-laughs file costs no more than its text), depth and node count are bounded.
+    """
+    seen = _seen if _seen is not None else set()
+    if id(node) in seen or len(seen) > MAX_NODES or _depth > MAX_DEPTH:
+        return
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
+            if len(seen) > MAX_NODES:
+                return
             key = str(k.value)
             p = f"{path}.{key}" if path else key
             if isinstance(v, yaml.ScalarNode):
@@ -42,27 +72,37 @@ def walk(node: yaml.Node, path: str = "") -> Iterator[tuple[str, Any, int, int]]
             else:
                 if isinstance(v, yaml.MappingNode):
                     yield p, {"__mapping__": True}, k.start_mark.line + 1, k.start_mark.column
-                yield from walk(v, p)
+                yield from walk(v, p, seen, _depth + 1)
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            yield from walk(item, path)
+            yield from walk(item, path, seen, _depth + 1)
+
+
+def _top(root: yaml.Node) -> Any:
+    """The top level as a shallow dict of scalars (what callers look at), without constructing the whole document."""
+    if not isinstance(root, yaml.MappingNode):
+        return [] if isinstance(root, yaml.SequenceNode) else getattr(root, "value", None)
+    return {str(k.value): (_scalar(v) if isinstance(v, yaml.ScalarNode) else {}) for k, v in root.value}
 
 
 def parse_structured(text: str, file: str, kind: str) -> tuple[list[Fact], Any]:
     """Facts from a JSON or YAML config; raises ParseError with line and column."""
     if kind == "json":
         try:
-            data = json.loads(text)
+            json.loads(text)
         except json.JSONDecodeError as e:
             raise ParseError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", e.lineno, e.colno) from e
+        except RecursionError as e:
+            raise ParseError(f"the JSON is nested deeper than this reader follows (over {MAX_DEPTH} levels are not read)", 1, 1) from e
     try:
-        root = yaml.compose(text.replace("\t", "    "), Loader=yaml.SafeLoader)
+        root = yaml.compose(text.replace("\t", "    "), Loader=_Loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
         raise ParseError(f"invalid YAML at line {line}, column {col}: {getattr(e, 'problem', None) or e}", line, col) from e
-    if kind != "json":
-        data = yaml.safe_load(text.replace("\t", "    "))
+    except RecursionError as e:
+        raise ParseError(f"the file is nested deeper than this reader follows (over {MAX_DEPTH} levels are not read)", 1, 1) from e
+    data = _top(root) if root is not None else None
     if root is None:
         return [], data
     lines = text.splitlines()

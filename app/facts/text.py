@@ -29,7 +29,7 @@ def text_facts(text: str, file: str = "question") -> list[Fact]:
 
     def add(key: str, value, m: re.Match) -> None:
         if not _negated(text, m.start()):
-            out.append(Fact(key=key, value=value, file=file, line=0, text=m.group(0).strip()))
+            out.append(Fact(key=key, value=value, file=file, line=0, text=m.group(0).strip(), kind="prose"))
 
     for m in _LR.finditer(text):
         try:

@@ -1,0 +1,308 @@
+"""The assess stage: every score of an answer, and the reason for it.
+
+Text relevance (dense + BM25) is the base. Evidence from the user's files moves it, but only where the cause fits
+what the user reports: a config risk that explains another symptom is set aside as "also noticed", a log signal
+counts by how few causes share it, a contradiction in the files demotes, and "I already did X" demotes the cause
+whose fix is X. Every weight sits in `Scoring`, with the measurement that set it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import BaseModel
+
+from app import versions
+from app.lexical import tokenize
+from app.models import Case, Fact, Note
+from app.retrieve import Candidates, Engine
+from app.triggers import TriggerHit, fire
+
+
+class Scoring(BaseModel):
+    """Weights and thresholds of the assess stage. Values set on the real-thread set's non-frozen part
+    (`eval/questions/real`, calibration split) unless marked otherwise; see eval/report.md."""
+
+    w_dense: float = 0.55  # text base: share of the normalised dense score (authored-set sweep, kept on the real set)
+    w_lex: float = 0.45  # ... and of the normalised BM25 score
+    w_trigger: float = 0.6  # a fully compatible, file-read trigger adds this (real set: 1.0 let any trigger beat any text)
+    trigger_cap: float = 1.0  # sum of trigger weights counted at most
+    w_prose_fact: float = 0.5  # a trigger that fired only on facts stated in prose counts this much of a file fact
+    compat_lo: float = 0.35  # text relevance (base / best base) below which a trigger does not support the cause
+    compat_hi: float = 0.75  # ... and above which it supports it fully
+    config_only_tokens: int = 6  # fewer content words than this in the question: the files are the question
+    w_signal: float = 0.15  # a log signal carried by one cause only adds this; shared signals add less (IDF)
+    signal_cap: float = 2.0  # sum of IDF-weighted signals counted at most
+    contra_factor: float = 0.35  # a cause the user's files rule out keeps this share of its score
+    w_version_in: float = 0.05  # the user's library version is in the case's affected range
+    version_out: float = 0.4  # ... or outside it: the score is multiplied by this
+    tried_factor: float = 0.3  # the user says they already applied this cause's fix
+    note_factor: float = 1.0  # thread notes compete with cases on text alone
+    tau_conf: float = 0.80  # confident when the top item's calibrated score clears this (real set, calibration split)
+    tau_margin: float = 0.0  # ... and leads the second by at least this
+    tau_cos: float = 0.895  # best dense cosine a confident text-only answer needs (off-topic questions never reach it)
+    band_high: float = 0.80  # likelihood bands on the final score (only used when the answer is confident)
+    band_medium: float = 0.55
+    close: float = 0.9  # top-2 ratio above which the answer asks a separating question
+
+
+SCORING = Scoring()
+
+
+@dataclass
+class Reason:
+    """One thing that moved an item, as a message key and its parameters (the render stage words it)."""
+
+    key: str  # trigger | signal | contradiction | version_in | version_out | tried | set_aside
+    delta: float
+    facts: list[Fact] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
+    hit: TriggerHit | None = None
+
+
+@dataclass
+class Assessed:
+    item_id: str
+    kind: str  # case | note
+    case: Case | None
+    note: Note | None
+    score: float
+    base: float
+    dense: float
+    lex: float
+    reasons: list[Reason] = field(default_factory=list)
+    triggers: list[TriggerHit] = field(default_factory=list)
+    signals: list[Fact] = field(default_factory=list)
+    likelihood: str = "low"
+
+    @property
+    def category(self) -> str:
+        return self.case.category if self.case is not None else self.note.category  # type: ignore[union-attr]
+
+    def reason(self, key: str) -> Reason | None:
+        return next((r for r in self.reasons if r.key == key), None)
+
+
+@dataclass
+class Assessment:
+    ranked: list[Assessed]
+    also_noticed: list[Assessed]
+    confident: bool
+    top_cos: float
+    top_lex: float
+    supporting: list[tuple[dict, float]]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+_REFERS = re.compile(r"\b(it|that|this|them|those)\b|它|这个|那个|这项|该项|这些", re.I)
+_TRIED_STOP = {"already", "tried", "still", "已经", "试过", "还是", "loss", "nan", "training", "训练", "removed", "去掉", "删掉", "set", "设置"}
+
+
+def _norm_dense(dense: np.ndarray) -> np.ndarray:
+    found = np.isfinite(dense)
+    if not found.any():
+        return np.zeros_like(dense)
+    top = float(dense[found].max())
+    floor = float(dense[found].min()) if found.sum() > 1 else top - 0.1
+    span = max(top - floor, 1e-6)
+    return np.where(found, (dense - floor) / span, 0.0).astype(np.float32)
+
+
+def _norm_lex(lex: np.ndarray) -> np.ndarray:
+    top = float(lex.max()) if len(lex) else 0.0
+    return lex / top if top > 0 else lex
+
+
+def signal_idf(engine: Engine) -> dict[str, float]:
+    """IDF of each log signal over the cases that carry it, scaled to (0, 1]: a signal every cause shares is worth ~0."""
+    cached = getattr(engine, "_signal_idf", None)
+    if cached is not None:
+        return cached
+    n = max(len(engine.case_ids), 1)
+    df: dict[str, int] = {}
+    for cid in engine.case_ids:
+        for s in set(engine.cases[cid].log_signals):
+            df[s] = df.get(s, 0) + 1
+    top = math.log(1 + n)
+    out = {s: math.log(1 + n / d) / top for s, d in df.items()}
+    engine._signal_idf = out  # type: ignore[attr-defined]
+    return out
+
+
+def _content_tokens(text: str) -> int:
+    return len([t for t in tokenize(text) if len(t) > 1])
+
+
+def _tried_match(case: Case, stmt: str) -> bool:
+    fix_toks = set(tokenize(" ".join(f.en + " " + f.zh + " " + (f.diff or "") for f in case.fixes)))
+    st = {t for t in tokenize(stmt) if len(t) > 1 and not t.replace(".", "").replace("e-", "").isdigit()} - _TRIED_STOP
+    if not st:
+        return False
+    common = st & fix_toks
+    return (len(common) >= 2 and len(common) / len(st) >= 0.4) or (len(st) == 1 and bool(common)) or any(
+        "_" in t and t in fix_toks for t in st
+    )
+
+
+def _from_files(hit: TriggerHit) -> bool:
+    return bool(hit.facts) and not all(f.kind == "prose" or f.file in ("question", "earlier message") for f in hit.facts)
+
+
+def assess(
+    engine: Engine,
+    cand: Candidates,
+    facts: dict[str, Fact],
+    prose: str,
+    tried: list[str],
+    mode: str = "full",
+    scoring: Scoring = SCORING,
+    earlier_files: set[str] | None = None,
+) -> Assessment:
+    """Score every item for this question; the outcome says why each one is where it is."""
+    sc = scoring
+    n_items = len(engine.item_ids)
+    dense_n = _norm_dense(cand.dense)
+    lex_n = _norm_lex(cand.lex)
+    fin = np.isfinite(cand.dense[:n_items])
+    top_cos = float(cand.dense[:n_items][fin].max()) if fin.any() else 0.0
+    top_lex = float(cand.lex[: len(engine.case_ids)].max()) if len(engine.case_ids) else 0.0
+    if mode == "dense":
+        base = dense_n
+    elif mode == "bm25":
+        base = lex_n
+    else:
+        base = sc.w_dense * dense_n + sc.w_lex * lex_n
+    base = base.astype(np.float64)
+    art_scores = base[n_items:]
+    supporting = [
+        (engine.articles[engine.doc_ids[n_items + j]], float(art_scores[j]))
+        for j in np.argsort(-art_scores, kind="stable")[:3]
+        if art_scores[j] > 0
+    ]
+    base = base[:n_items]
+    best = float(base.max()) if n_items else 0.0
+    rel = base / best if best > 0 else np.zeros_like(base)
+    score = base.copy()
+    reasons: dict[int, list[Reason]] = {}
+    trig: dict[int, list[TriggerHit]] = {}
+    sig: dict[int, list[Fact]] = {}
+    noticed: list[int] = []
+    config_only = _content_tokens(prose) < sc.config_only_tokens
+    if mode == "full":
+        idf = signal_idf(engine)
+        user_signals = {k for k in facts if k.startswith("log.")}
+        present = set(facts)
+        for i, cid in enumerate(engine.case_ids):
+            case = engine.cases[cid]
+            rs: list[Reason] = []
+            keys = engine.trigger_keys[i]
+            hits = fire(case, facts) if case.triggers and (keys is None or not keys.isdisjoint(present)) else []
+            shared = [facts[k] for k in case.log_signals if k in facts]
+            if hits:
+                strength = min(sum(h.trigger.weight * (1.0 if _from_files(h) else sc.w_prose_fact) for h in hits), sc.trigger_cap)
+                compat = 1.0 if config_only or shared else float(np.clip((rel[i] - sc.compat_lo) / (sc.compat_hi - sc.compat_lo), 0, 1))
+                delta = sc.w_trigger * strength * compat
+                if compat < 0.5 and any(_from_files(h) for h in hits):
+                    noticed.append(i)
+                    rs.append(Reason("set_aside", 0.0, params={"compat": round(compat, 2)}))
+                if delta > 0:
+                    score[i] += delta
+                    trig[i] = hits
+                    rs += [Reason("trigger", delta / len(hits), h.facts, hit=h) for h in hits]
+            if shared:
+                w = min(sum(idf.get(f.key, 0.0) for f in shared), sc.signal_cap)
+                score[i] += sc.w_signal * w
+                sig[i] = shared
+                rs += [Reason("signal", sc.w_signal * idf.get(f.key, 0.0), [f]) for f in shared]
+            if case.contradictions and user_signals | present:
+                against = fire(case, facts, case.contradictions)
+                if against:
+                    cut = score[i] * (1 - sc.contra_factor)
+                    score[i] -= cut
+                    rs += [Reason("contradiction", -cut, h.facts, hit=h) for h in against]
+            if rs:
+                reasons[i] = rs
+        if any(k.startswith("env.") for k in facts):
+            for i, ranges in engine.ranges.items():
+                ok, rng, f = versions.check(ranges, facts)
+                if ok is None or f is None:
+                    continue
+                before = score[i]
+                score[i] = score[i] + sc.w_version_in if ok else score[i] * sc.version_out
+                pkg = f.key.split(".")[1].replace("_version", "")
+                reasons.setdefault(i, []).append(
+                    Reason("version_in" if ok else "version_out", score[i] - before, [f], {"pkg": pkg, "have": f.value, "range": rng})
+                )
+    n_cases = len(engine.case_ids)
+    if sc.note_factor != 1.0:
+        score[n_cases:] *= sc.note_factor
+    order = list(np.argsort(-score, kind="stable")[:50])
+    if tried and mode == "full":
+        for i in order[:10]:
+            if i >= n_cases:
+                continue
+            case = engine.cases[engine.item_ids[i]]
+            stmt = next((s for s in tried if _tried_match(case, s)), None)
+            if stmt is None and i in trig and earlier_files:
+                # "I already removed it": the cause whose evidence sat in an earlier message's file
+                used = [f for h in trig[i] for f in h.facts]
+                if used and all(f.file in earlier_files for f in used):
+                    stmt = next((s for s in tried if _REFERS.search(s)), None)
+            if stmt:
+                cut = score[i] * (1 - sc.tried_factor)
+                score[i] -= cut
+                trig.pop(i, None)
+                reasons.setdefault(i, []).append(Reason("tried", -cut, params={"statement": stmt}))
+        order = list(np.argsort(-score, kind="stable")[:50])
+    ranked = [_assessed(engine, int(i), score, base, dense_n, lex_n, reasons, trig, sig) for i in order]
+    confident = _confident(ranked, top_cos, top_lex, mode, sc, config_only)
+    for k, a in enumerate(ranked):
+        a.likelihood = _likelihood(a, ranked[0].score if ranked else 0.0, confident, k, sc)
+    also = [_assessed(engine, i, score, base, dense_n, lex_n, reasons, trig, sig) for i in noticed]
+    also = [a for a in also if not ranked or a.item_id != ranked[0].item_id]
+    for a in also:
+        a.triggers = fire(a.case, facts) if a.case else []
+    return Assessment(ranked=ranked, also_noticed=also[:3], confident=confident, top_cos=top_cos, top_lex=top_lex, supporting=supporting, timings=dict(cand.timings))
+
+
+def _assessed(engine: Engine, i: int, score, base, dense_n, lex_n, reasons, trig, sig) -> Assessed:
+    iid = engine.item_ids[i]
+    case = engine.cases.get(iid)
+    return Assessed(
+        item_id=iid, kind="case" if case is not None else "note", case=case, note=None if case is not None else engine.notes[iid],
+        score=float(score[i]), base=float(base[i]), dense=float(dense_n[i]), lex=float(lex_n[i]),
+        reasons=reasons.get(i, []), triggers=trig.get(i, []), signals=sig.get(i, []),
+    )
+
+
+def calibrated(top: Assessed, second: Assessed | None) -> float:
+    """A [0, 1+] confidence score for the top item: its evidence and its lead over the runner-up."""
+    lead = top.score - (second.score if second is not None else 0.0)
+    return top.score * 0.6 + min(lead, 0.5) * 0.8
+
+
+def _confident(ranked: list[Assessed], top_cos: float, top_lex: float, mode: str, sc: Scoring, config_only: bool) -> bool:
+    if not ranked:
+        return False
+    top = ranked[0]
+    second = ranked[1] if len(ranked) > 1 else None
+    if any(r.key == "tried" for r in top.reasons):
+        return False
+    if top.triggers and any(_from_files(h) for h in top.triggers) and (config_only or top.base > 0):
+        return calibrated(top, second) >= sc.tau_conf * 0.75
+    if mode == "bm25":
+        return top_lex >= 4.0
+    if top_cos < sc.tau_cos:
+        return False
+    return calibrated(top, second) >= sc.tau_conf and top.score - (second.score if second else 0.0) >= sc.tau_margin
+
+
+def _likelihood(a: Assessed, top: float, confident: bool, rank: int, sc: Scoring) -> str:
+    """High only for the lead of a confident answer; a not-confident answer labels nothing high."""
+    rel = a.score / top if top > 0 else 0.0
+    if confident:
+        return "high" if rank == 0 else ("medium" if rel >= sc.band_high else "low")
+    return "medium" if rank == 0 and rel >= sc.band_medium else "low"

@@ -1,0 +1,190 @@
+"""The yardstick: resolved public threads sampled at random (eval/questions/real), labelled with the item that
+explains them or `none`. Reported apart from the authored questions, with coverage, confident-but-wrong and
+abstention, against BM25-only, dense-only and hybrid in the same run. See eval/README.md for the sampling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from app.kb import canonical_url
+
+REAL_DIR = Path(__file__).resolve().parent / "questions" / "real"
+MODES = ("full", "hybrid", "bm25", "dense")
+FROZEN_SHARE = 45  # percent of questions frozen by a hash of their URL (never cited by any case or note)
+
+
+class RealError(Exception):
+    pass
+
+
+@dataclass
+class RealQuestion:
+    id: str
+    lang: str
+    q: str
+    expected: list[str]  # case or note ids; empty = none
+    source: str
+    frozen: bool
+    category: str = ""
+    cause: str = ""
+    where: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def none(self) -> bool:
+        return not self.expected
+
+
+def is_frozen_url(url: str) -> bool:
+    """The seeded split: a question is frozen when the hash of its canonical URL falls in the first 45 of 100."""
+    h = int(hashlib.sha256(("frozen|" + canonical_url(url)).encode()).hexdigest(), 16)
+    return h % 100 < FROZEN_SHARE
+
+
+def load_real(folder: Path = REAL_DIR, known: set[str] | None = None) -> list[RealQuestion]:
+    """Every real question; a problem stops the run with file:line."""
+    out: list[RealQuestion] = []
+    seen: dict[str, str] = {}
+    urls: dict[str, str] = {}
+    for f in sorted(folder.glob("*.yaml")):
+        data = yaml.safe_load(f.read_text(encoding="utf-8")) or []
+        if not isinstance(data, list):
+            raise RealError(f"{f.name}: expected a list of questions")
+        for i, item in enumerate(data):
+            where = f"{f.name}[{i}]"
+            for key in ("id", "lang", "q", "source"):
+                if not item.get(key):
+                    raise RealError(f"{where}: missing {key!r}")
+            if item["id"] in seen:
+                raise RealError(f"{where}: duplicate id {item['id']!r} (also {seen[item['id']]})")
+            seen[item["id"]] = where
+            cu = canonical_url(item["source"])
+            if cu in urls:
+                raise RealError(f"{where}: thread {item['source']} already sampled at {urls[cu]}")
+            urls[cu] = where
+            exp = item.get("expected")
+            expected = [] if exp in (None, "none", ["none"], []) else ([exp] if isinstance(exp, str) else list(exp))
+            if known is not None:
+                bad = [e for e in expected if e not in known]
+                if bad:
+                    raise RealError(f"{where}: expected {bad} is not a case or note id")
+            out.append(
+                RealQuestion(
+                    id=item["id"], lang=item["lang"], q=str(item["q"]), expected=expected, source=item["source"],
+                    frozen=bool(item.get("frozen", is_frozen_url(item["source"]))), category=item.get("category", ""),
+                    cause=item.get("cause", ""), where=where,
+                )
+            )
+    return out
+
+
+def frozen_urls(folder: Path = REAL_DIR) -> dict[str, str]:
+    """Canonical URL -> question id of the frozen part (kb check refuses any case or note citing one)."""
+    out = {}
+    for f in sorted(folder.glob("*.yaml")):
+        for item in yaml.safe_load(f.read_text(encoding="utf-8")) or []:
+            if item.get("source") and item.get("frozen", is_frozen_url(item["source"])):
+                out[canonical_url(item["source"])] = item.get("id", "?")
+    return out
+
+
+def _hit_ids(engine, ranked: list[str]) -> list[set[str]]:
+    """What each ranked item counts as: itself, and for a note the case it links to."""
+    out = []
+    for iid in ranked:
+        n = engine.notes.get(iid)
+        out.append({iid} | ({n.case} if n is not None and n.case else set()))
+    return out
+
+
+def run_real(engine, questions: list[RealQuestion], modes=MODES, scoring=None) -> dict[str, list[dict]]:
+    from app.assess import SCORING
+    from app.diagnose import diagnose
+
+    sc = scoring or SCORING
+    rows: dict[str, list[dict]] = {}
+    for mode in modes:
+        rs = []
+        for q in questions:
+            trace: dict = {}
+            t0 = time.perf_counter()
+            d = diagnose(engine, q.q, top=5, mode=mode, trace=trace)
+            dt = time.perf_counter() - t0
+            ranked = [c.case_id for c in (d.causes or d.related)]
+            hits = _hit_ids(engine, ranked)
+            first = next((i for i, h in enumerate(hits) if h & set(q.expected)), None)
+            rs.append({
+                "q": q, "ranked": ranked, "confident": d.confident, "first": first, "lat": dt,
+                "hit@1": float(first == 0) if q.expected else float("nan"),
+                "hit@3": float(first is not None and first < 3) if q.expected else float("nan"),
+                "assessment": trace.get("assessment"),
+            })
+        rows[mode] = rs
+    del sc
+    return rows
+
+
+def _m(rows: list[dict], key: str) -> float:
+    vals = [r[key] for r in rows if r[key] == r[key]]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def summary(rows: list[dict]) -> dict[str, float]:
+    """hit@1/hit@3 over all questions (a `none` question counts as a miss: no item can be right), coverage,
+    confident-but-wrong, abstention."""
+    n = len(rows)
+    if not n:
+        return {}
+    covered = [r for r in rows if r["q"].expected]
+    none = [r for r in rows if not r["q"].expected]
+    cbw = sum(1 for r in rows if r["confident"] and (not r["q"].expected or r["first"] != 0))
+    return {
+        "n": n,
+        "hit@1": sum(1 for r in covered if r["first"] == 0) / n,
+        "hit@3": sum(1 for r in covered if r["first"] is not None and r["first"] < 3) / n,
+        "hit@1 covered": _m(covered, "hit@1"),
+        "hit@3 covered": _m(covered, "hit@3"),
+        "coverage": len(covered) / n,
+        "confident-but-wrong": cbw / n,
+        "abstention": (sum(1 for r in none if not r["confident"]) / len(none)) if none else float("nan"),
+        "confident": sum(1 for r in rows if r["confident"]) / n,
+        "p50 ms": 1000 * statistics.median(r["lat"] for r in rows),
+    }
+
+
+def report_lines(rows_by_mode: dict[str, list[dict]], title: str = "Real threads") -> list[str]:
+    modes = list(rows_by_mode)
+    first = rows_by_mode[modes[0]]
+    qs = [r["q"] for r in first]
+    lines = [f"## {title}", ""]
+    lines.append(
+        f"{len(qs)} resolved public threads sampled at random (eval/README.md): {sum(q.lang == 'zh' for q in qs)} zh, "
+        f"{sum(q.lang == 'en' for q in qs)} en; {sum(q.frozen for q in qs)} frozen (never cited by the KB), "
+        f"{sum(not q.frozen for q in qs)} for calibration; {sum(bool(q.expected) for q in qs)} labelled with a case or note, "
+        f"{sum(not q.expected for q in qs)} `none`."
+    )
+    lines += ["", "hit@k counts every question (a `none` question cannot be hit); *covered* columns only those with a label.", ""]
+    for part, pick in (("all", lambda q: True), ("frozen", lambda q: q.frozen), ("calibration", lambda q: not q.frozen)):
+        lines.append(f"### {part}")
+        lines.append("")
+        lines.append("| mode | lang | n | hit@1 | hit@3 | hit@1 covered | hit@3 covered | coverage | confident-but-wrong | abstention on none | p50 ms |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for m in modes:
+            for lang in ("all", "en", "zh"):
+                rs = [r for r in rows_by_mode[m] if pick(r["q"]) and (lang == "all" or r["q"].lang == lang)]
+                s = summary(rs)
+                if not s:
+                    continue
+                lines.append(
+                    f"| {m} | {lang} | {s['n']} | {s['hit@1']:.3f} | {s['hit@3']:.3f} | {s['hit@1 covered']:.3f} | {s['hit@3 covered']:.3f} | "
+                    f"{s['coverage']:.3f} | {s['confident-but-wrong']:.3f} | {s['abstention']:.3f} | {s['p50 ms']:.0f} |"
+                )
+        lines.append("")
+    return lines

@@ -1,0 +1,192 @@
+"""The assess stage on a real index: scoping, symptom compatibility, contradictions, follow-ups, likelihood, notes."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import yaml
+from conftest import copy_cases, make_settings
+
+from app.diagnose import Turn, diagnose
+from app.facts import Attachment
+from app.fixes import adapt
+
+CASES = [
+    "loss_zero/deepspeed-comm-dtype-fp32-loss-zero",
+    "loss_zero/trainer-nan-filter-logs-zero-loss",
+    "loss_zero/torch-2-5-0-cudnn-sdpa-nan-loss-zero",
+    "deepspeed_zero/deepspeed-hardcoded-values-mismatch",
+    "preference_optimization/openrlhf-kto-vanilla-loss-nan",
+    "lr_schedule/qwen2-full-sft-lr-3e-4-generation-nan",
+    "distributed_comm/nccl-timeout-long-preprocessing",
+    "distributed_comm/nccl-p2p-hang-consumer-gpus",
+    "fp16_overflow/fp16-activation-overflow-bf16-native-models",
+    "memory_oom/cuda-allocator-fragmentation-oom",
+]
+
+NOTE = {
+    "id": "test-note-ascend-hccl",
+    "url": "https://example.org/threads/ascend-hccl-timeout",
+    "title": "HCCL timeout on Ascend 910B during the first all-reduce",
+    "lang": "en",
+    "category": "distributed_comm",
+    "frameworks": ["deepspeed"],
+    "evidence": "reporter-confirmed",
+    "symptom": {"en": "Training on Ascend 910B hangs at the first all-reduce and then fails with an HCCL timeout error.",
+                "zh": "在昇腾 910B 上训练，第一次 all-reduce 卡住，随后报 HCCL 超时。"},
+    "resolution": {"en": "Raising HCCL_CONNECT_TIMEOUT and HCCL_EXEC_TIMEOUT let the slow first step finish.",
+                   "zh": "调大 HCCL_CONNECT_TIMEOUT 和 HCCL_EXEC_TIMEOUT 后，较慢的第一步得以完成。"},
+}
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory, vector_cache, embedder):
+    from app.embeddings import VectorCache
+    from app.retrieve import Engine
+    from app.store import Store
+    from ingest.pipeline import ingest
+
+    kb = copy_cases(tmp_path_factory.mktemp("assesskb"), CASES)
+    (kb / "notes").mkdir()
+    (kb / "notes" / "test.yaml").write_text(yaml.safe_dump([NOTE], allow_unicode=True), encoding="utf-8")
+    settings = make_settings(tmp_path_factory.mktemp("assesshome"), vector_cache)
+    rep = ingest(Store(settings, embedder, VectorCache(settings.vector_cache)), kb)
+    assert rep.notes == 1 and not rep.problems
+    return Engine(settings, embedder)
+
+
+def ranked_ids(d):
+    return [c.case_id for c in (d.causes or d.related)]
+
+
+OPENRLHF = textwrap.dedent("""\
+    deepspeed --module openrlhf.cli.train_kto \\
+       --pretrain Qwen/Qwen2-7B-Instruct --zero_stage 3 --bf16 \\
+       --train_batch_size 64 --micro_train_batch_size 1 \\
+       --learning_rate 5e-7 --beta 0.1
+    """)
+
+
+def test_launcher_flags_do_not_fire_a_deepspeed_json_case(engine):
+    """The issue's example: OpenRLHF's batch-size and ZeRO flags are not literals of a hand-written DeepSpeed JSON."""
+    d = diagnose(engine, "KTO training with OpenRLHF: the loss becomes nan after a few steps", [Attachment("run_kto.sh", OPENRLHF)])
+    ids = ranked_ids(d)
+    assert ids[0] == "openrlhf-kto-vanilla-loss-nan"
+    hard = [c for c in d.causes + d.related + d.also_noticed if c.case_id == "deepspeed-hardcoded-values-mismatch"]
+    assert all(not c.evidence for c in hard)  # nothing in the launch line counts as its evidence
+    # the same value written in a DeepSpeed JSON does fire it
+    ds = '{\n  "train_batch_size": 64,\n  "train_micro_batch_size_per_gpu": 1,\n  "zero_optimization": {"stage": 3}\n}'
+    d2 = diagnose(engine, "AssertionError: train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size", [Attachment("ds_config.json", ds)])
+    assert ranked_ids(d2)[0] == "deepspeed-hardcoded-values-mismatch"
+    assert any("ds_config.json:2" in e for e in (d2.causes or d2.related)[0].evidence)
+
+
+LOG_FINITE = "\n".join(
+    [f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 1e-05, 'epoch': {i / 100:.2f}}}" for i, (v, g) in enumerate(
+        [(2.1, 3.2), (1.9, 2.8), (0.0, 1.7), (0.0, 1.5), (0.0, 1.4), (0.0, 1.2), (0.0, 1.3), (0.0, 1.1)])]
+)
+LOG_NAN = "\n".join(
+    [f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 1e-05, 'epoch': {i / 100:.2f}}}" for i, (v, g) in enumerate(
+        [(2.1, 3.2), (1.9, 2.8), (0.0, "nan"), (0.0, "nan"), (0.0, "nan"), (0.0, "nan"), (0.0, "nan"), (0.0, "nan")])]
+)
+
+
+def test_a_finite_grad_norm_contradicts_the_hidden_nan_cause(engine):
+    q = "full fine-tune, the loss drops to 0.0 after two steps and stays there"
+    with_nan = diagnose(engine, q, [Attachment("train.log", LOG_NAN)], trace=(t_nan := {}))
+    finite = diagnose(engine, q, [Attachment("train.log", LOG_FINITE)], trace=(t_fin := {}))
+    pos = {a.item_id: k for k, a in enumerate(t_fin["assessment"].ranked)}
+    nan_item = next(a for a in t_nan["assessment"].ranked if a.item_id == "trainer-nan-filter-logs-zero-loss")
+    fin_item = next(a for a in t_fin["assessment"].ranked if a.item_id == "trainer-nan-filter-logs-zero-loss")
+    assert fin_item.reason("contradiction") is not None and nan_item.reason("contradiction") is None
+    assert fin_item.score < nan_item.score / 2
+    assert ranked_ids(with_nan)[0] == "trainer-nan-filter-logs-zero-loss"
+    assert pos["trainer-nan-filter-logs-zero-loss"] > 0
+    shown = next((c for c in finite.causes + finite.related if c.case_id == "trainer-nan-filter-logs-zero-loss"), None)
+    if shown is not None:  # if it is still listed, the user sees why it is unlikely
+        assert any("finite grad_norm" in e for e in shown.evidence)
+
+
+DS_FP32 = '{\n  "bf16": {"enabled": true},\n  "communication_data_type": "fp32",\n  "zero_optimization": {"stage": 2}\n}'
+
+
+@pytest.mark.parametrize(
+    ("follow_up", "lang"),
+    [
+        ("I already removed it and the loss still collapses", "en"),  # the documented example (docs/server.md)
+        ("我已经去掉了 communication_data_type，loss 还是 0", "zh"),
+    ],
+)
+def test_follow_up_removes_the_cause_already_tried(engine, follow_up, lang):
+    first = diagnose(engine, "full fine-tune of qwen 7b, loss goes to 0 after a few steps", [Attachment("ds_config.json", DS_FP32)])
+    assert ranked_ids(first)[0] == "deepspeed-comm-dtype-fp32-loss-zero"
+    history = [
+        Turn("user", "loss goes to 0\n```json\n" + DS_FP32 + "\n```"),
+        Turn("assistant", "Full fine-tune loss drops to 0 ... when DeepSpeed forces fp32 communication"),
+    ]
+    d = diagnose(engine, follow_up, history=history)
+    assert d.language == lang
+    ids = ranked_ids(d)
+    assert ids[0] != "deepspeed-comm-dtype-fp32-loss-zero"
+    demoted = next(c for c in d.causes + d.related if c.case_id == "deepspeed-comm-dtype-fp32-loss-zero")
+    assert demoted.demoted and (("already tried" in demoted.demoted) if lang == "en" else ("已经尝试过" in demoted.demoted))
+
+
+def test_a_config_risk_for_another_symptom_is_set_aside(engine):
+    """Full FT at lr 3e-4 is a real risk, but it does not explain an NCCL timeout during preprocessing."""
+    cfg = "model_name_or_path: Qwen/Qwen2-7B-Instruct\nstage: sft\nfinetuning_type: full\nlearning_rate: 3.0e-4\ncutoff_len: 2048\ndataset: alpaca_en\n"
+    q = "multi-node run hangs while the dataset is tokenized and then dies with an NCCL watchdog timeout after 30 minutes"
+    d = diagnose(engine, q, [Attachment("sft.yaml", cfg)])
+    assert ranked_ids(d)[0] != "qwen2-full-sft-lr-3e-4-generation-nan"
+    assert "qwen2-full-sft-lr-3e-4-generation-nan" in [c.case_id for c in d.also_noticed]
+    # asked about what the risk does explain, the same config makes it the cause
+    d2 = diagnose(engine, "after full fine-tuning, generation fails: probability tensor contains inf, nan or element < 0", [Attachment("sft.yaml", cfg)])
+    assert ranked_ids(d2)[0] == "qwen2-full-sft-lr-3e-4-generation-nan"
+
+
+def test_not_confident_answers_label_nothing_high(engine):
+    d = diagnose(engine, "how do I bake sourdough bread with a crispy crust?")
+    assert not d.confident
+    assert all(c.likelihood != "high" for c in d.related)
+    assert d.summary.startswith("Not confident")
+    zh = diagnose(engine, "怎么做红烧肉才好吃？")
+    assert not zh.confident and zh.summary.startswith("把握不大")
+
+
+def test_confident_answer_first_line_names_cause_and_fix(engine):
+    d = diagnose(engine, "loss goes to 0 after a few steps, full fine-tune", [Attachment("ds_config.json", DS_FP32)])
+    assert d.confident and d.causes[0].likelihood == "high"
+    assert d.summary.startswith("Most likely:") and "communication" in d.summary.lower()
+
+
+def test_thread_notes_are_retrieved_and_marked(engine):
+    d = diagnose(engine, "Ascend 910B training hangs at the first all-reduce, then HCCL timeout")
+    item = next((c for c in d.causes + d.related if c.case_id == "test-note-ascend-hccl"), None)
+    assert item is not None and item.kind == "note"
+    assert item.url == NOTE["url"] and "HCCL_CONNECT_TIMEOUT" in item.resolution
+    zh = diagnose(engine, "昇腾 910B 上训练，第一次 all-reduce 卡住然后 HCCL 超时")
+    item = next(c for c in zh.causes + zh.related if c.case_id == "test-note-ascend-hccl")
+    assert "调大" in item.resolution  # a Chinese question gets the Chinese resolution
+
+
+def test_signal_idf_weights_rare_signals_more(engine):
+    from app.assess import signal_idf
+
+    idf = signal_idf(engine)
+    assert idf["log.nccl_timeout"] >= idf.get("log.nan_loss", 0)
+    assert all(0 < v <= 1 for v in idf.values())
+
+
+@pytest.mark.parametrize(
+    ("diff", "name", "text", "want"),
+    [
+        ("-fp16: true\n+bf16: true", "run.sh", "torchrun train.py --bf16 true --lr 1e-5", None),  # already has the fix
+        ("-fp16: true\n+bf16: true", "run.sh", "torchrun train.py --lr 1e-5", "+--bf16 true"),  # no fp16 flag: no removal
+        ("-fp16: true\n+bf16: true", "sft.yaml", "lr: 1e-5\nfp16: true\n", "-fp16: true    # sft.yaml:2\n+bf16: true"),
+        ('-  "communication_data_type": "fp32",', "ds.json", '{\n  "communication_data_type": "fp32"\n}', '-"communication_data_type": "fp32"    # ds.json:2'),
+        ('-  "communication_data_type": "fp32",', "ds.json", '{\n  "bf16": {"enabled": true}\n}', None),  # nothing to remove
+    ],
+)
+def test_fix_diffs_follow_the_users_file(diff, name, text, want):
+    assert adapt(diff, {name: text}) == want
