@@ -29,6 +29,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# Hypothesis keeps its example database outside the clone
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ.get("TMPDIR", "/tmp")) / "trainfix-hypothesis"))
 
 SEED_CASES = [
     "loss_zero/deepspeed-comm-dtype-fp32-loss-zero",

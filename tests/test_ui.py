@@ -1,7 +1,7 @@
 """The chat UI driven in headless Chromium (Debian's /usr/bin/chromium, Playwright for Python, no browser download).
 
 Each test opens a fresh page (a fresh Gradio session) on the server of the `ui_server` fixture (tests/conftest.py):
-a small temp KB, a temp TRAINFIX_HOME, uploads limited to 0.01 MB. Screenshots of every step go to tests/artifacts/.
+a small temp KB, a temp TRAINFIX_HOME, uploads limited to 0.01 MB. Screenshots of every step go to $TRAINFIX_TEST_ARTIFACTS (a temporary folder by default).
 With TRAINFIX_UPDATE_SCREENSHOT=1 the config-upload answer is also written to docs/screenshot.png (for the README).
 """
 

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "tests" / "artifacts"
+# screenshots go to a temporary folder unless TRAINFIX_TEST_ARTIFACTS names one (nothing is left in the clone)
+ARTIFACTS = Path(os.environ.get("TRAINFIX_TEST_ARTIFACTS") or Path(os.environ.get("TMPDIR", "/tmp")) / "trainfix-test-artifacts")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
