@@ -124,7 +124,7 @@ def ui_server(request, tmp_path_factory):
         if cache is not None:
             mp.setenv("TRAINFIX_VECTOR_CACHE_PATH", str(cache))
         ingest_small_kb(small_kb(tmp_path_factory.mktemp("ui_kb")))
-        from app.channels.state import State
+        from app.runtime import State
 
         app, state = make_app(State(auto_ingest=False))
         with serve(app) as url:

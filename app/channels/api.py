@@ -6,7 +6,6 @@ Every request has an id (X-Request-ID in and out) that every log line written wh
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import re
 import secrets
@@ -22,13 +21,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.channels.state import State
+from app.channels.errors import REQUEST_ID, ApiError, error_response
 from app.models import Diagnosis
+from app.runtime import NotReady, State, Warmup, store_message
 from app.store import StoreError, StoreUnavailable
 
 log = logging.getLogger("trainfix.api")
 
-REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("trainfix_request_id", default="-")
 _RID_OK = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 LIMITED_PREFIXES = ("/v1/", "/slack/")
 
@@ -76,19 +75,6 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None, fields: list[dict[str, str]] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.headers, self.fields = status, code, message, headers or {}, fields
-
-
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None, fields: list[dict[str, str]] | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"code": code, "message": message, "request_id": REQUEST_ID.get()}
-    if fields:
-        body["fields"] = fields
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
-
-
 _HTTP_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
     406: "not_acceptable", 413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_request",
@@ -123,15 +109,6 @@ def _validation_fields(exc: RequestValidationError) -> tuple[str, str, list[dict
     return code, msg, fields
 
 
-def store_message(state: State, exc: BaseException) -> str:
-    """The store's message, naming the Chroma server when there is one (so the 503 says where to look)."""
-    msg = str(exc)
-    url = state.settings.chroma_url
-    if url and url not in msg and isinstance(exc, StoreUnavailable):
-        msg += f" (Chroma server {url}: is it running?)"
-    return msg
-
-
 def install_error_handlers(app: FastAPI, state: State) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -154,6 +131,10 @@ def install_error_handlers(app: FastAPI, state: State) -> None:
         code, msg, fields = _validation_fields(exc)
         log.info("invalid request: %s", msg)
         return error_response(422, code, msg, fields=fields)
+
+    @app.exception_handler(NotReady)
+    async def _not_ready(request: Request, exc: NotReady):
+        return error_response(503, exc.code, exc.message, {"Retry-After": str(exc.retry_after)})
 
     @app.exception_handler(StoreError)
     async def _store(request: Request, exc: StoreError):
@@ -262,60 +243,6 @@ class RequestContextMiddleware:
 
 
 # ---------------------------------------------------------------- the engine, warmed up in the background
-
-
-class Warmup:
-    """Builds State.engine() in a background thread so /healthz answers at once and /readyz says 503 until ready."""
-
-    def __init__(self, state: State) -> None:
-        self.state = state
-        self.error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def building(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def loaded(self) -> bool:
-        return self.state._engine is not None
-
-    def start(self) -> threading.Thread | None:
-        with self._lock:
-            if self.loaded:
-                return None
-            if not self.building:
-                self._thread = threading.Thread(target=self._run, name="trainfix-warmup", daemon=True)
-                self._thread.start()
-            return self._thread
-
-    def _run(self) -> None:
-        t0 = time.perf_counter()
-        try:
-            eng = self.state.engine()
-            self.error = None
-            logging.getLogger("trainfix").info("index loaded: %d cases in %.1fs", len(eng.cases), time.perf_counter() - t0)
-        except Exception as e:  # noqa: BLE001 - reported by /readyz and every request until it works
-            self.error = e
-            logging.getLogger("trainfix").warning("index not ready: %s", e)
-
-    def engine(self, wait: float = 30.0):
-        eng = self.state._engine
-        if eng is not None:
-            return eng
-        t = self.start()
-        if t is not None:
-            t.join(wait)
-        eng = self.state._engine
-        if eng is not None:
-            return eng
-        if self.building:
-            raise ApiError(503, "not_ready", f"trainfix is starting ({self.state.status}); try again in a few seconds", {"Retry-After": "5"})
-        err = self.error
-        if isinstance(err, StoreError):
-            raise ApiError(503, "index_unavailable", store_message(self.state, err), {"Retry-After": "5"})
-        raise ApiError(503, "index_unavailable", f"the index could not be loaded: {err}", {"Retry-After": "5"})
 
 
 # ---------------------------------------------------------------- request / response models

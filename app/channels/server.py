@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.channels import api, slack
-from app.channels.state import State
+from app.runtime import State, Warmup
 from app.settings import Settings
 
 log = logging.getLogger("trainfix.server")
@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None, with_ui: bool = True) -> FastAP
     api.configure_logging()
     settings = settings or Settings()
     state = State(settings)
-    warm = api.Warmup(state)
+    warm = Warmup(state)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -103,7 +103,7 @@ def run(host: str = "127.0.0.1", port: int = 7860) -> None:
     settings = Settings()
     app = create_app(settings)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False))
-    warm: api.Warmup = app.state.warmup
+    warm: Warmup = app.state.warmup
     if settings.slack_app_token:
         if app.state.slack_bot is None:
             log.warning("TRAINFIX_SLACK_APP_TOKEN is set but Slack is not configured (signing secret and bot token): no Socket Mode")

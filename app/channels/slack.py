@@ -26,9 +26,9 @@ from urllib.parse import urlparse
 
 from starlette.requests import Request
 
-from app.channels.api import ApiError, Warmup
-from app.channels.state import State
+from app.channels.errors import ApiError
 from app.models import Diagnosis
+from app.runtime import NotReady, State, Warmup
 from app.settings import Settings
 from app.store import StoreError, StoreUnavailable
 
@@ -309,7 +309,7 @@ class SlackBot:
         except InputError as e:
             self.post(client, channel, thread_ts, user, ephemeral, text=str(e))
             return
-        except ApiError as e:
+        except (ApiError, NotReady) as e:
             self.post(client, channel, thread_ts, user, ephemeral, text=f":warning: {e.message}")
             return
         except StoreError as e:
@@ -489,7 +489,7 @@ class SlackBot:
         except InputError as e:
             ack(text=str(e))
             return
-        except (ApiError, StoreError) as e:
+        except (ApiError, NotReady, StoreError) as e:
             ack(text=f":warning: {getattr(e, 'message', str(e))}")
             return
         key = f"{channel}:cmd-{uuid.uuid4().hex[:12]}"
@@ -515,7 +515,7 @@ class SlackBot:
 
 def install(app, state: State, warm: Warmup):
     """POST /slack/events on the FastAPI app. Returns the SlackBot, or None when Slack is not configured."""
-    from app.channels.api import error_response
+    from app.channels.errors import error_response
 
     s = state.settings
     if not (s.slack_signing_secret and s.slack_bot_token):

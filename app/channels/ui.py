@@ -15,13 +15,13 @@ from typing import Any
 
 import gradio as gr
 
-from app.channels.state import State
 from app.diagnose import InputError, Turn, diagnose
 from app.facts import Attachment, is_binary
 from app.facts.redact import redact
 from app.lang import detect_lang
 from app.models import Diagnosis
 from app.render import facts_md, labels, to_markdown
+from app.runtime import State
 from app.store import StoreError
 
 log = logging.getLogger("trainfix")

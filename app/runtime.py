@@ -1,0 +1,179 @@
+"""Setup and readiness, shared by the CLI, the server and the eval: open the index, build it on first start
+(from the shipped vectors), refuse an embedder mismatch, and report honest progress while it builds."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from app.feedback import FeedbackStore
+from app.retrieve import Engine
+from app.settings import Settings
+from app.store import StoreError
+
+log = logging.getLogger("trainfix")
+
+
+class NotReady(Exception):
+    """The engine cannot answer yet (still building) or at all (the store failed); channels turn this into a 503."""
+
+    def __init__(self, code: str, message: str, retry_after: int = 5) -> None:
+        super().__init__(message)
+        self.code, self.message, self.retry_after = code, message, retry_after
+
+
+@dataclass
+class Progress:
+    """Units done and total of an index build, with an estimate of the time left from the rate so far."""
+
+    done: int = 0
+    total: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def update(self, done: int, total: int) -> None:
+        if self.total == 0 and done == 0:
+            self.started = time.monotonic()
+        self.done, self.total = done, total
+
+    @property
+    def eta_s(self) -> float | None:
+        if not self.total or not self.done:
+            return None
+        rate = self.done / max(time.monotonic() - self.started, 1e-3)
+        return max(0.0, (self.total - self.done) / rate)
+
+    def text(self) -> str:
+        eta = self.eta_s
+        left = f", about {eta:.0f} s left" if eta is not None and self.done < self.total else ""
+        return f"{self.done}/{self.total} units{left}"
+
+    def as_dict(self) -> dict:
+        return {"done": self.done, "total": self.total, "eta_s": None if self.eta_s is None else round(self.eta_s, 1)}
+
+
+class State:
+    """Holds the engine and the feedback store; `engine()` raises StoreError (-> 503) while the index is not usable."""
+
+    def __init__(self, settings: Settings | None = None, auto_ingest: bool = True) -> None:
+        self.settings = settings or Settings()
+        self.auto_ingest = auto_ingest
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+        self.status = "starting"
+        self.progress = Progress()
+        self.feedback = FeedbackStore(self.settings.feedback_db)
+
+    def engine(self) -> Engine:
+        if self._engine is not None:
+            return self._engine
+        with self._lock:
+            if self._engine is None:
+                self._engine = self._build()
+        return self._engine
+
+    def _build(self) -> Engine:
+        from app.embeddings import make_embedder
+        from app.store import IndexMismatch, Store
+
+        emb = make_embedder(self.settings.embedder, self.settings.threads)
+        try:
+            eng = Engine(self.settings, emb)
+        except IndexMismatch:
+            raise
+        except StoreError:
+            store = Store(self.settings, emb)  # raises StoreUnavailable when a Chroma server is down
+            if not self.auto_ingest or (store.count() and store.manifest().get("complete")):
+                raise
+            self.status = "building the index (first start)"
+            log.warning("no index yet: building it from the knowledge base")
+            from app.embeddings import VectorCache
+            from ingest.pipeline import ingest
+
+            def progress(done: int, total: int) -> None:
+                self.progress.update(done, total)
+                self.status = f"building the index (first start): {self.progress.text()}"
+
+            ingest(Store(self.settings, emb, VectorCache(self.settings.vector_cache)), progress=progress)
+            eng = Engine(self.settings, emb)
+        self.status = "ready"
+        return eng
+
+    def check(self) -> None:
+        """Readiness: the engine is loaded and its store answers (a Chroma server may have gone away)."""
+        eng = self.engine()
+        try:
+            eng.store.count()
+        except Exception as e:  # noqa: BLE001 - any failure of the store is "not ready"
+            from app.store import StoreUnavailable
+
+            self._engine = None
+            raise StoreUnavailable(f"the index is not reachable: {e}") from e
+
+
+class Warmup:
+    """Builds State.engine() in a background thread so /healthz answers at once and /readyz says 503 until ready."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def building(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def loaded(self) -> bool:
+        return self.state._engine is not None
+
+    def start(self) -> threading.Thread | None:
+        with self._lock:
+            if self.loaded:
+                return None
+            if not self.building:
+                self._thread = threading.Thread(target=self._run, name="trainfix-warmup", daemon=True)
+                self._thread.start()
+            return self._thread
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            eng = self.state.engine()
+            self.error = None
+            logging.getLogger("trainfix").info("index loaded: %d cases in %.1fs", len(eng.cases), time.perf_counter() - t0)
+        except Exception as e:  # noqa: BLE001 - reported by /readyz and every request until it works
+            self.error = e
+            logging.getLogger("trainfix").warning("index not ready: %s", e)
+
+    def engine(self, wait: float = 30.0):
+        eng = self.state._engine
+        if eng is not None:
+            return eng
+        t = self.start()
+        if t is not None:
+            t.join(wait)
+        eng = self.state._engine
+        if eng is not None:
+            return eng
+        if self.building:
+            eta = self.state.progress.eta_s
+            wait = int(min(max(eta or 5, 1), 60))
+            raise NotReady("not_ready", f"trainfix is starting ({self.state.status}); try again in {wait} s", wait)
+        err = self.error
+        if isinstance(err, StoreError):
+            raise NotReady("index_unavailable", store_message(self.state, err))
+        raise NotReady("index_unavailable", f"the index could not be loaded: {err}")
+
+
+def store_message(state: State, exc: BaseException) -> str:
+    """The store's message, naming the Chroma server when there is one (so the 503 says where to look)."""
+    from app.store import StoreUnavailable
+
+    msg = str(exc)
+    url = state.settings.chroma_url
+    if url and url not in msg and isinstance(exc, StoreUnavailable):
+        msg += f" (Chroma server {url}: is it running?)"
+    return msg
