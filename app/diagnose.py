@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from app.assess import SCORING, Assessed, Assessment, Reason, assess
+from app.budgets import BUDGETS, Cut, cut_text
 from app.facts import Attachment, FactSet, code_blocks, read_attachments
 from app.facts.redact import redact
 from app.facts.text import text_facts
@@ -239,6 +240,31 @@ def _summary(d_causes: list[CauseOut], confident: bool, lang: str) -> str:
     return lab["unsure"].format(title=top.title)
 
 
+def _apply_budgets(question: str, attachments: list[Attachment], history: list[Turn]) -> tuple[str, Cut]:
+    cut = Cut()
+    question, over = cut_text(question, BUDGETS.question_chars)
+    if over:
+        cut.add(f"Your message was longer than {BUDGETS.question_chars:,} characters; only the first {BUDGETS.question_chars:,} were read.",
+                f"你的消息超过 {BUDGETS.question_chars:,} 个字符，只读取了前 {BUDGETS.question_chars:,} 个。")
+    if len(attachments) > BUDGETS.attachments:
+        cut.add(f"Only the first {BUDGETS.attachments} of {len(attachments)} files were read.", f"{len(attachments)} 个文件中只读取了前 {BUDGETS.attachments} 个。")
+    return question, cut
+
+
+def _budget_history(history: list[Turn], cut: Cut) -> list[Turn]:
+    """The latest turns within the turn and size budgets (older ones are dropped with a note)."""
+    kept: list[Turn] = []
+    size = 0
+    for t in reversed(history):
+        n = len(t.content or "")
+        if len(kept) >= BUDGETS.history_turns or size + n > BUDGETS.history_chars:
+            cut.add(f"Only the latest {len(kept)} earlier turn(s) of the conversation were read.", f"只读取了对话中最近的 {len(kept)} 轮。")
+            break
+        kept.append(t)
+        size += n
+    return list(reversed(kept))
+
+
 def diagnose(
     engine: Engine,
     question: str,
@@ -256,6 +282,9 @@ def diagnose(
     """
     attachments = attachments or []
     history = history or []
+    question, cut = _apply_budgets(question or "", attachments, history)
+    attachments = attachments[: BUDGETS.attachments]
+    history = _budget_history(history, cut)
     if not (question or "").strip(" \t\r\n\x00") and not attachments and not any(t.content.strip() for t in history if t.role == "user"):
         raise InputError("the question is empty: describe what you see (e.g. 'loss goes to 0 after 10 steps') or attach a config or log.")
     max_bytes = max_bytes or int(engine.settings.max_upload_mb * 1024 * 1024)
@@ -268,7 +297,7 @@ def diagnose(
     if not text and not facts:
         notes = [n.message for n in fs.files]
         raise InputError("nothing to go on: the question is empty and no attached file could be read. " + " ".join(notes))
-    cand = engine.candidates(text, mode=mode)
+    cand = engine.candidates(text[: BUDGETS.retrieval_chars], mode=mode)
     import time as _time
 
     t0 = _time.perf_counter()
@@ -288,7 +317,7 @@ def diagnose(
         co = _cause_out(item, lang, text, cite, files, facts)
         cite += len(co.citations)
         also.append(co)
-    notes = [n.text(lang) for n in fs.files if not n.ok]
+    notes = cut.get(lang) + [n.text(lang) for n in fs.files if not n.ok]
     if fs.redactions:
         notes.append(
             f"{fs.redactions} secret(s) (tokens/keys/passwords) were redacted from your files." if lang == "en" else f"已从你的文件中遮蔽 {fs.redactions} 处密钥/令牌/密码。"

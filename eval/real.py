@@ -17,7 +17,7 @@ from app.kb import canonical_url
 
 REAL_DIR = Path(__file__).resolve().parent / "questions" / "real"
 MODES = ("full", "hybrid", "bm25", "dense")
-FROZEN_SHARE = 45  # percent of questions frozen by a hash of their URL (never cited by any case or note)
+FROZEN_SHARE = 55  # percent of questions frozen by a hash of their URL (never cited by any case or note)
 
 
 class RealError(Exception):
@@ -43,7 +43,7 @@ class RealQuestion:
 
 
 def is_frozen_url(url: str) -> bool:
-    """The seeded split: a question is frozen when the hash of its canonical URL falls in the first 45 of 100."""
+    """The seeded split: a question is frozen when the hash of its canonical URL falls in the first 55 of 100."""
     h = int(hashlib.sha256(("frozen|" + canonical_url(url)).encode()).hexdigest(), 16)
     return h % 100 < FROZEN_SHARE
 

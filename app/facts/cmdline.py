@@ -35,7 +35,12 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+MAX_SHLEX = 20_000  # shlex grows tokens by concatenation: past this a line is split on whitespace (linear)
+
+
 def _tokens(logical: str) -> list[str]:
+    if len(logical) > MAX_SHLEX:
+        return logical.split()
     try:
         return shlex.split(logical, comments=True)
     except ValueError:

@@ -1,0 +1,44 @@
+"""Every input has a budget, set here once for every channel (API, UI, Slack, CLI).
+
+Text past a budget is cut with a note, not refused, when the rest can still be answered: the start of a question
+holds the symptom, the end of a log holds the failure, the latest turns of a conversation matter most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+
+class Budgets(BaseModel):
+    question_chars: int = 20_000  # prose + pasted blocks; a page of text is ~3k
+    history_turns: int = 12  # the latest user turns that are read
+    history_chars: int = 40_000  # all earlier turns together
+    attachments: int = 10
+    retrieval_chars: int = 4_000  # what dense and lexical retrieval see (e5 reads 512 tokens, ~2k chars)
+    embed_chars: int = 2_000  # the embedder's own input (its token limit), cut before the model
+
+
+BUDGETS = Budgets()
+
+
+@dataclass
+class Cut:
+    """What a budget cut, for the answer's notes."""
+
+    notes_en: list[str] = field(default_factory=list)
+    notes_zh: list[str] = field(default_factory=list)
+
+    def add(self, en: str, zh: str) -> None:
+        self.notes_en.append(en)
+        self.notes_zh.append(zh)
+
+    def get(self, lang: str) -> list[str]:
+        return self.notes_zh if lang == "zh" else self.notes_en
+
+
+def cut_text(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
