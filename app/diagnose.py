@@ -139,10 +139,28 @@ def gather(question: str, attachments: list[Attachment], history: list[Turn], ma
     return prose, " ".join(earlier_prose), fs, tried
 
 
-def _retrieval_text(prose: str, earlier: str, facts: dict[str, Fact], lang: str) -> str:
+_ERROR_LINE = re.compile(r"(?i)(error|exception|traceback|warning|assert|failed|killed|nan\b|inf\b|报错|错误|失败|异常)")
+
+
+def error_lines(texts: list[str], limit: int = 6) -> list[str]:
+    """The error-like lines of pasted files (tracebacks, warnings): the most specific words a user gives."""
+    out: list[str] = []
+    for t in texts:
+        for ln in t[:200_000].splitlines():
+            ln = ln.strip()
+            if 8 <= len(ln) and _ERROR_LINE.search(ln) and not ln.startswith(("File ", "at ", "^")) and ln[:200] not in out:
+                out.append(ln[:200])
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+def _retrieval_text(prose: str, earlier: str, facts: dict[str, Fact], lang: str, errors: list[str] | None = None) -> str:
     parts = [prose]
     if earlier:
         parts.append(earlier)
+    if errors:
+        parts.append(" ".join(errors))
     sig = [signal_text(k, lang) for k in facts if k in _SIGNAL_TEXT]
     if sig:
         parts.append("; ".join(sig))
@@ -293,7 +311,7 @@ def diagnose(
     if lang not in ("en", "zh"):
         raise InputError(f"unknown language {lang!r}: use 'en' or 'zh'.")
     facts = fs.by_key()
-    text = _retrieval_text(prose, earlier, facts, lang)
+    text = _retrieval_text(prose, earlier, facts, lang, error_lines(list(fs.redacted_texts.values())))
     if not text and not facts:
         notes = [n.message for n in fs.files]
         raise InputError("nothing to go on: the question is empty and no attached file could be read. " + " ".join(notes))

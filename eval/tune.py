@@ -10,7 +10,7 @@ import itertools
 from dataclasses import dataclass
 
 from app.assess import SCORING, Scoring, assess
-from app.diagnose import _retrieval_text, gather
+from app.diagnose import _retrieval_text, error_lines, gather
 from app.lang import detect_lang
 from eval.real import RealQuestion
 
@@ -31,16 +31,16 @@ def prepare(engine, questions: list[RealQuestion]) -> list[Prepared]:
         prose, earlier, fs, tried = gather(q.q, [], [], 20 * 1024 * 1024)
         lang = detect_lang(prose or q.q, default="en")
         facts = fs.by_key()
-        text = _retrieval_text(prose, earlier, facts, lang)
+        text = _retrieval_text(prose, earlier, facts, lang, error_lines(list(fs.redacted_texts.values())))
         out.append(Prepared(q, facts, prose, tried, fs.earlier_files, engine.candidates(text, "full")))
     return out
 
 
-def score(engine, prepared: list[Prepared], sc: Scoring) -> dict[str, float]:
-    n = len(prepared)
+def score(engine, prepared: list[Prepared], sc: Scoring, mode: str = "full") -> dict[str, float]:
+    n = max(len(prepared), 1)
     hit1 = hit3 = cbw = abst = none = 0
     for p in prepared:
-        a = assess(engine, p.cand, p.facts, p.prose, p.tried, "full", sc, p.earlier)
+        a = assess(engine, p.cand, p.facts, p.prose, p.tried, mode, sc, p.earlier)
         ids = []
         for it in a.ranked[:3]:
             ids.append({it.item_id} | ({it.note.case} if it.note is not None and it.note.case else set()))
@@ -62,11 +62,11 @@ def objective(m: dict[str, float]) -> float:
 
 
 GRID = {
-    "w_dense": [0.35, 0.45, 0.55, 0.65],
-    "w_trigger": [0.2, 0.4, 0.6],
-    "w_signal": [0.0, 0.05, 0.1, 0.15],
-    "compat_lo": [0.35, 0.5, 0.65],
-    "tau_conf": [0.7, 0.8, 0.9, 1.0],
+    "w_dense": [0.3, 0.5],
+    "note_factor": [1.0, 1.2],
+    "w_trigger": [0.3, 0.6],
+    "w_signal": [0.0, 0.08, 0.15],
+    "tau_conf": [0.6, 0.8, 1.0],
     "tau_cos": [0.88, 0.895, 0.91],
 }
 
