@@ -271,7 +271,9 @@ def assess(
                 if used and all(f.file in earlier_files for f in used):
                     stmt = next((s for s in tried if _REFERS.search(s)), None)
             if stmt:
-                cut = score[i] * (1 - sc.tried_factor)
+                # the user changed what the file showed: its evidence no longer holds, and the text match counts less
+                bonus = sum(r.delta for r in reasons.get(i, []) if r.key in ("trigger", "signal"))
+                cut = score[i] - (score[i] - bonus) * sc.tried_factor
                 score[i] -= cut
                 trig.pop(i, None)
                 reasons.setdefault(i, []).append(Reason("tried", -cut, params={"statement": stmt}))

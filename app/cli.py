@@ -124,12 +124,17 @@ def ingest_cmd(
     rebuild: bool = typer.Option(False, "--rebuild", help="Drop the index and build it again (e.g. after changing the embedder)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     export_vectors: bool = typer.Option(False, "--export-vectors", help="Also write kb/vectors.npz, the KB's vectors shipped in git (default embedder only)."),
+    issues: Path = typer.Option(None, "--issues", help="A tracker export (GitHub REST JSON, `gh issue list --json` output, or JSONL): resolved threads become thread notes in the data directory."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --issues: print what would be added, change nothing."),
 ) -> None:
     """Build or update the index: only changed units are embedded; removed ones are deleted."""
     from app.store import StoreError
     from ingest.pipeline import IngestError
 
     settings = _settings()
+    if issues is not None:
+        _ingest_issues(settings, issues, dry_run, as_json)
+        return
     try:
         rep, emb = _ingest(settings, path, rebuild)
     except (IngestError, StoreError) as e:
@@ -151,6 +156,34 @@ def ingest_cmd(
         typer.echo(json.dumps({k: v for k, v in rep.__dict__.items() if k != "problems"} | {"problems": [str(p) for p in rep.problems]}))
     else:
         typer.echo(rep.summary())
+
+
+def _ingest_issues(settings, export: Path, dry_run: bool, as_json: bool) -> None:
+    from app.store import StoreError
+    from ingest.pipeline import IngestError
+    from ingest.tracker import TrackerError, import_export
+
+    try:
+        rep = import_export(export, settings.home, dry_run=dry_run)
+    except TrackerError as e:
+        _err(str(e), 2)
+    summary = {"threads": rep.threads, "added": rep.added, "already_imported": rep.unchanged, "unresolved_skipped": rep.unresolved,
+               "duplicates_skipped": rep.duplicates, "dry_run": dry_run,
+               "notes": [{"id": n.id, "url": n.url, "title": n.title, "evidence": n.evidence, "resolution": n.resolution.en[:200]} for n in rep.notes]}
+    if not dry_run and rep.added:
+        try:
+            _ingest(settings, None, rebuild=False, quiet=as_json)  # the KB first (a no-op when it is current)
+            _ingest(settings, settings.home / "team", rebuild=False, quiet=as_json)
+        except (IngestError, StoreError) as e:
+            _err(str(e), 2)
+    if as_json:
+        typer.echo(json.dumps(summary, ensure_ascii=False, indent=2))
+        return
+    verb = "would add" if dry_run else "added"
+    typer.echo(f"{rep.threads} threads: {verb} {rep.added} notes, {rep.unchanged} already imported, "
+               f"{rep.unresolved} unresolved skipped, {rep.duplicates} duplicates skipped")
+    for n in rep.notes:
+        typer.echo(f"  {n.id}  {n.url}  [{n.evidence}]  {n.resolution.en[:100]}")
 
 
 @app.command()

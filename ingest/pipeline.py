@@ -53,7 +53,7 @@ def collect(path: Path) -> tuple[list[Case], list[Unit], list[Problem], list, li
     units = [u for c in cases for u in case_units(c)]
     notes: list[Note] = []
     if (path / "notes").is_dir():
-        nres = load_notes(path / "notes", {c.id for c in cases})
+        nres = load_notes(path / "notes", {c.id for c in cases} or None, origin="team" if path.name == "team" else "kb")
         notes, problems = nres.notes, problems + nres.problems
         units += [u for n in notes for u in note_units(n)]
     # a KB folder keeps its articles in articles/; any other folder (or file) is scanned as it is
