@@ -114,6 +114,10 @@ def _fact_where(f: Fact) -> str:
 # Frameworks that write their own DeepSpeed/FSDP settings from their own flags: their flags are not the literal
 # values of a hand-written config, so a case about another framework's files never fires on them.
 SELF_BUILT = frozenset({"openrlhf", "verl", "easyr1", "megatron"})
+# Trainers with their own config files: a case written only for other trainers does not fire on their keys
+# (an axolotl `sample_packing` rule is not a LLaMA-Factory `packing` rule), while a generic case (transformers,
+# deepspeed, pytorch ...) still applies to all of them.
+TRAINERS = SELF_BUILT | {"llamafactory", "axolotl", "ms-swift", "unsloth"}
 
 
 def in_scope(fact: Fact, trigger: Trigger, case: Case) -> bool:
@@ -125,7 +129,9 @@ def in_scope(fact: Fact, trigger: Trigger, case: Case) -> bool:
     if fact.framework and allowed and fact.framework not in allowed:
         if scope is not None and scope.frameworks:
             return False
-        return fact.framework not in SELF_BUILT
+        if fact.framework in SELF_BUILT:
+            return False
+        return not (fact.framework in TRAINERS and all(f in TRAINERS for f in allowed))
     return True
 
 

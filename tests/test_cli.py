@@ -107,7 +107,7 @@ def test_kb_check_reports_file_and_line(tmp_path):
     lines = r.stdout.splitlines()
     assert any(ln.startswith("loss_zero/no-source.md:") and "not a URL" in ln for ln in lines), lines
     assert any(ln.startswith("loss_zero/no-source.md:") and "中文" in ln for ln in lines), lines
-    assert "2 cases checked" not in r.stderr and "1 cases checked in 2 files" in r.stderr
+    assert "2 cases" not in r.stderr and "1 cases and 0 thread notes checked in 2 files" in r.stderr
 
 
 def test_help_everywhere():

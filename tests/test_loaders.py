@@ -39,8 +39,14 @@ def test_boilerplate_page_is_reported_empty():
     assert any("boilerplate_only.html" in str(p) and "boilerplate" in str(p) for p in problems)
 
 
-@pytest.mark.skipif(not SEEDS.exists(), reason="../shared/seeds not present")
 def test_seed_articles_load_cleanly():
+    """The five scraped seed pages (../shared/seeds, beside the clone in CI) load without their site furniture.
+    Without them (a bare clone) the same loader runs on the committed article fixtures instead of skipping."""
+    if not SEEDS.exists():
+        arts, problems = load_article_files(FIXTURES / "articles")
+        assert len(arts) == 2 and all(a.sections and a.title for a in arts)
+        assert sorted(a.lang for a in arts) == ["en", "zh"]
+        return
     arts, problems = load_article_files(SEEDS)
     assert len(arts) == 5 and not problems
     for a in arts:
