@@ -61,7 +61,7 @@ def labels(lang: str) -> dict[str, Any]:
 def _note_md(i: int, c: CauseOut, lang: str) -> str:
     L = labels(lang)
     out = [f"### {i}. {L['note_head']}: {c.title}", ""]
-    out.append(f"{c.cause}  \n**{L['resolution']}:** {c.resolution}  \n*{L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}*")
+    out.append(f"{c.cause}  \n**{L['resolution']}:** {c.resolution}  \n*{L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}* · `{c.case_id}`")
     if c.demoted:
         out += ["", f"> {c.demoted}"]
     if c.evidence:
@@ -75,7 +75,7 @@ def _cause_md(i: int, c: CauseOut, lang: str) -> str:
         return _note_md(i, c, lang)
     L = labels(lang)
     out = [f"### {i}. {c.title}", ""]
-    out.append(f"{c.cause}  \n*{L['likelihood']}: {L['likely'].get(c.likelihood, c.likelihood)} · {L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}*")
+    out.append(f"{c.cause}  \n*{L['likelihood']}: {L['likely'].get(c.likelihood, c.likelihood)} · {L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}* · `{c.case_id}`")
     if c.demoted:
         out += ["", f"> {c.demoted}"]
     why = list(c.evidence) + [f"{L['symptom']}: {s}" for s in c.matched_symptoms]

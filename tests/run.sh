@@ -7,13 +7,16 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install -q -U pip
 .venv/bin/pip install -q "torch==2.13.0"   # the CPU wheel first, so nothing pulls a CUDA build
 .venv/bin/pip install -q -e '.[serve,st,eval,test]'
-if ! command -v chromium >/dev/null 2>&1; then
-  (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null) || echo "warning: could not install chromium; browser tests will fail"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei jq >/dev/null) || echo "warning: could not install chromium/jq; browser and docs tests will fail"
 fi
 export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=False
-export TRAINFIX_HOME="${TRAINFIX_HOME:-$(mktemp -d)/trainfix}"
+TMP_ROOT="$(mktemp -d)"
+export TRAINFIX_HOME="${TRAINFIX_HOME:-$TMP_ROOT/trainfix}"
+export TRAINFIX_TEST_ARTIFACTS="${TRAINFIX_TEST_ARTIFACTS:-$TMP_ROOT/artifacts}"   # screenshots (kept outside the clone)
+export HYPOTHESIS_STORAGE_DIRECTORY="$TMP_ROOT/hypothesis"
 .venv/bin/ruff check .
 .venv/bin/trainfix kb check
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 # regression guard on retrieval quality (a floor set from measured numbers, see README)
-.venv/bin/trainfix eval --subset 80 --no-baselines --st-model "" --no-write --min-hit3 0.92
+.venv/bin/trainfix eval --set authored --subset 80 --no-baselines --st-model "" --no-write --min-hit3 0.92

@@ -256,12 +256,24 @@ def test_slash_command_answers_privately(api_server, channel):
     assert "/trainfix config" in help_.text
 
 
-def test_socket_mode_option_imports():
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
+def test_socket_mode_asks_slack_for_a_websocket_with_the_app_token(slack_standin):
+    """Socket Mode opens its connection through apps.connections.open with the app-level token; the stand-in refuses
+    it, and the error reaches the caller instead of a silent background failure."""
+    from types import SimpleNamespace
+
+    from slack_bolt import App
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
 
     from app.channels.slack import start_socket_mode
 
-    assert callable(start_socket_mode) and SocketModeHandler
+    client = WebClient(token=SLACK_BOT_TOKEN, base_url=slack_standin.url + "/api/")
+    app = App(client=client, signing_secret="s", token_verification_enabled=False, authorize=lambda **_: None)
+    before = len(slack_standin.calls)
+    with pytest.raises(SlackApiError):
+        start_socket_mode(SimpleNamespace(app=app), "xapp-1-test-token")
+    opened = [c for c in slack_standin.calls[before:] if c["method"] == "apps.connections.open"]
+    assert opened and opened[0]["authorization"] == "Bearer xapp-1-test-token"
 
 
 def test_slack_text_cleanup():
