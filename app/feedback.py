@@ -12,6 +12,27 @@ from typing import Any
 from app.facts.redact import redact
 
 KINDS = ("up", "down", "fixed")
+MAX_STORED_CHARS = 200_000  # a stored answer or attachment is cut past this (a row never holds megabytes)
+
+
+def _clean(text: str) -> str:
+    return redact(text[:MAX_STORED_CHARS])[0]
+
+
+def _clean_json(obj: Any, depth: int = 0) -> Any:
+    """Every string inside a JSON value redacted (not the dumped text, where "\\n" would hide a token's start);
+    an over-long value is kept as its cut, redacted text."""
+    if depth == 0 and len(json.dumps(obj, ensure_ascii=False)) > MAX_STORED_CHARS:
+        return {"truncated": _clean(json.dumps(obj, ensure_ascii=False))}
+    if isinstance(obj, str):
+        return redact(obj)[0]
+    if depth > 20:
+        return None
+    if isinstance(obj, dict):
+        return {redact(str(k))[0]: _clean_json(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean_json(v, depth + 1) for v in obj]
+    return obj
 
 
 class FeedbackStore:
@@ -20,6 +41,9 @@ class FeedbackStore:
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._lock = threading.Lock()
         with self._lock:
+            # WAL: an acknowledged row survives a crash of the process; NORMAL sync is durable in WAL mode
+            self._db.execute("pragma journal_mode=WAL")
+            self._db.execute("pragma synchronous=NORMAL")
             self._db.execute(
                 "create table if not exists feedback (id integer primary key, ts real, channel text, kind text, case_id text,"
                 " question text, attachments text, answer text, extra text)"
@@ -36,14 +60,17 @@ class FeedbackStore:
         channel: str = "ui",
         extra: dict[str, Any] | None = None,
     ) -> int:
-        """Store one feedback row; question and attachments are redacted again here, whatever the caller did."""
+        """Store one feedback row; everything stored is redacted here again (question, files, the answer, comments),
+        whatever the caller did, and cut to a bounded size."""
         if kind not in KINDS:
             raise ValueError(f"feedback kind must be one of {', '.join(KINDS)}")
-        atts = {name: redact(text)[0] for name, text in (attachments or {}).items()}
+        atts = {name[:255]: _clean(text) for name, text in list((attachments or {}).items())[:20]}
+        answer = _clean_json(answer) if answer else {}
+        extra = _clean_json(extra) if extra else {}
         with self._lock:
             cur = self._db.execute(
                 "insert into feedback (ts, channel, kind, case_id, question, attachments, answer, extra) values (?,?,?,?,?,?,?,?)",
-                (time.time(), channel, kind, case_id, redact(question or "")[0], json.dumps(atts, ensure_ascii=False),
+                (time.time(), channel, kind, case_id, _clean(question or ""), json.dumps(atts, ensure_ascii=False),
                  json.dumps(answer or {}, ensure_ascii=False), json.dumps(extra or {}, ensure_ascii=False)),
             )
             self._db.commit()

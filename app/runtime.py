@@ -97,6 +97,9 @@ class State:
 
             ingest(Store(self.settings, emb, VectorCache(self.settings.vector_cache)), progress=progress)
             eng = Engine(self.settings, emb)
+        from app.lexical import tokenize
+
+        tokenize("预热 warm-up")  # load jieba's dictionary now, not on the first Chinese question
         self.status = "ready"
         return eng
 

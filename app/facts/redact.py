@@ -21,7 +21,8 @@ _KV = re.compile(
     r"""(?P<k>["']?""" + _SECRET_KEY + r"""["']?[ \t]{0,8}[:=][ \t]{0,8})(?P<q>["']?)(?P<v>[^\s"',}{]{4,512})(?P=q)""",
     re.I,
 )
-_FLAG = re.compile(r"(?P<k>--" + _SECRET_KEY + r"[= ][ \t]{0,8})(?P<q>[\"']?)(?P<v>[^\s\"']{4,512})(?P=q)", re.I)
+_FLAG_KEY = r"(?:[A-Za-z0-9_\-]{0,40}?(?:api[_\-]?key|token|password|passwd|secret|access[_\-]?key|private[_\-]?key|auth))"
+_FLAG = re.compile(r"(?P<k>(?<![A-Za-z0-9_])--" + _FLAG_KEY + r"[= ][ \t]{0,8})(?P<q>[\"']?)(?P<v>[^\s\"']{4,512})(?P=q)", re.I)
 _URL_CRED = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{1,20}://[^\s:/@]{1,128}:)([^\s@/]{1,256})(@)")
 _AUTH_HEADER = re.compile(r"(?i)(\bauthorization[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?(?:bearer|basic|token)[ \t]{1,4})([A-Za-z0-9._~+/=\-]{6,4096})")
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_\-]{5,2048}\.[A-Za-z0-9_\-]{5,2048}\.[A-Za-z0-9_\-]{5,2048}")
