@@ -6,9 +6,9 @@ Cases are data, validated here, so a broken case file fails with a field path in
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Lang = Literal["en", "zh"]
 Evidence = Literal["maintainer-confirmed", "reporter-confirmed", "community-advice"]
@@ -48,17 +48,50 @@ class Fix(Bi):
     diff: str | None = None
 
 
+_VERSION_SPEC = re.compile(
+    r"^\s*[A-Za-z][\w.-]*\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2}(?:\s*,\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2})*"
+    r"(?:\s*;\s*[A-Za-z][\w.-]*\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2}(?:\s*,\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2})*)*\s*$"
+)
+
+
+def check_version_spec(v: str | None) -> str | None:
+    """Version ranges are machine-readable: `pkg OP ver[, OP ver][; pkg2 ...]`, nothing else (the matcher reads them)."""
+    if v is None or not v.strip():
+        return None
+    if not _VERSION_SPEC.match(v):
+        raise ValueError(
+            f"versions must be a range like 'transformers>=4.46,<4.48' (several packages separated by ';'), got {v!r}; "
+            "put prose about versions in the body or the fix"
+        )
+    return v.strip()
+
+
+def _canonical_frameworks(v: list[str]) -> list[str]:
+    return list(dict.fromkeys(_FRAMEWORK_ALIASES.get(x.strip().lower(), x.strip().lower()) for x in v))
+
+
+def _check_id(v: str) -> str:
+    if not _ID.match(v):
+        raise ValueError("id must be lowercase letters, digits and dashes (3-81 chars)")
+    return v
+
+
+def _check_url(v: str) -> str:
+    if not _URL.match(v):
+        raise ValueError(f"not a URL: {v!r}")
+    return v
+
+
+Frameworks = Annotated[list[str], AfterValidator(_canonical_frameworks)]
+VersionSpec = Annotated[str | None, AfterValidator(check_version_spec)]
+ItemId = Annotated[str, AfterValidator(_check_id)]
+Url = Annotated[str, AfterValidator(_check_url)]
+
+
 class Source(Strict):
-    url: str
+    url: Url
     title: str = Field(min_length=1)
     lang: Lang
-
-    @field_validator("url")
-    @classmethod
-    def _is_url(cls, v: str) -> str:
-        if not _URL.match(v):
-            raise ValueError(f"not a URL: {v!r}")
-        return v
 
 
 COMPARATORS = ("eq", "ne", "in", "gt", "gte", "lt", "lte", "exists", "matches", "version_lt", "version_gte")
@@ -170,43 +203,15 @@ _FRAMEWORK_ALIASES = {"llama-factory": "llamafactory", "llama_factory": "llamafa
                       "pytorch-lightning": "lightning", "torch": "pytorch", "hf-transformers": "transformers", "swift": "ms-swift"}
 
 
-_VERSION_SPEC = re.compile(
-    r"^\s*[A-Za-z][\w.-]*\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2}(?:\s*,\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2})*"
-    r"(?:\s*;\s*[A-Za-z][\w.-]*\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2}(?:\s*,\s*(?:==|>=|<=|!=|<|>)\s*v?\d+(?:\.\d+){0,2})*)*\s*$"
-)
-
-
-def check_version_spec(v: str | None) -> str | None:
-    """Version ranges are machine-readable: `pkg OP ver[, OP ver][; pkg2 ...]`, nothing else (the matcher reads them)."""
-    if v is None or not v.strip():
-        return None
-    if not _VERSION_SPEC.match(v):
-        raise ValueError(
-            f"versions must be a range like 'transformers>=4.46,<4.48' (several packages separated by ';'), got {v!r}; "
-            "put prose about versions in the body or the fix"
-        )
-    return v.strip()
-
-
 class AppliesTo(Strict):
-    frameworks: list[str] = []
+    frameworks: Frameworks = []
     models: list[str] = []
     stages: list[str] = []
-    versions: str | None = None
-
-    @field_validator("frameworks")
-    @classmethod
-    def _canonical(cls, v: list[str]) -> list[str]:
-        return list(dict.fromkeys(_FRAMEWORK_ALIASES.get(x.strip().lower(), x.strip().lower()) for x in v))
-
-    @field_validator("versions")
-    @classmethod
-    def _versions(cls, v: str | None) -> str | None:
-        return check_version_spec(v)
+    versions: VersionSpec = None
 
 
 class Case(Strict):
-    id: str
+    id: ItemId
     category: str
     status: Literal["published", "draft"] = "published"
     title: Bi
@@ -225,13 +230,6 @@ class Case(Strict):
     body: dict[str, str] = {}
     path: str = ""
 
-    @field_validator("id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not _ID.match(v):
-            raise ValueError("id must be lowercase letters, digits and dashes (3-81 chars)")
-        return v
-
     @property
     def source_lang(self) -> str:
         return self.sources[0].lang
@@ -240,13 +238,13 @@ class Case(Strict):
 class Note(Strict):
     """A thread note: one real resolved thread in a few lines, both languages. No triggers: it is evidence, not a rule."""
 
-    id: str
-    url: str
+    id: ItemId
+    url: Url
     title: str = Field(min_length=1)
     lang: Lang
     category: str
-    frameworks: list[str] = []
-    versions: str | None = None
+    frameworks: Frameworks = []
+    versions: VersionSpec = None
     evidence: Evidence
     symptom: Bi
     resolution: Bi
@@ -254,30 +252,6 @@ class Note(Strict):
     # filled by the loader
     path: str = ""
     origin: Literal["kb", "team"] = "kb"
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not _ID.match(v):
-            raise ValueError("id must be lowercase letters, digits and dashes (3-81 chars)")
-        return v
-
-    @field_validator("url")
-    @classmethod
-    def _is_url(cls, v: str) -> str:
-        if not _URL.match(v):
-            raise ValueError(f"not a URL: {v!r}")
-        return v
-
-    @field_validator("frameworks")
-    @classmethod
-    def _canonical(cls, v: list[str]) -> list[str]:
-        return list(dict.fromkeys(_FRAMEWORK_ALIASES.get(x.strip().lower(), x.strip().lower()) for x in v))
-
-    @field_validator("versions")
-    @classmethod
-    def _versions(cls, v: str | None) -> str | None:
-        return check_version_spec(v)
 
 
 class Category(Strict):
