@@ -158,13 +158,15 @@ def to_slack_blocks(d: Diagnosis, top: int = 3, thread_key: str = "") -> list[di
     L = labels(d.language)
     items = d.causes if d.confident else d.related
     blocks: list[dict[str, Any]] = []
-    head = f"*{L['causes']}*" if d.confident else L["unsure"]
-    blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": head}})
+    head = (f"*{d.summary}*\n" if d.summary else "") + (f"*{L['causes']}*" if d.confident else L["unsure"])
+    blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": head[:2900]}})
     for i, c in enumerate(items[:top], 1):
         why = "\n".join(f"• {e}" for e in c.evidence[:3])
         fixes = "\n".join(f"• {f}" for f in c.fixes[:3])
         cites = " ".join(f"<{x.url}|[{x.n}]>" for x in c.citations)
-        text = f"*{i}. {c.title}*\n{c.cause}\n" + (f"_{L['why']}_\n{why}\n" if why else "") + f"_{L['fixes']}_\n{fixes}\n{L['sources']}: {cites}"
+        title = f"{L['note_head']}: {c.title}" if c.kind == "note" else c.title
+        fix_label = L["resolution"] if c.kind == "note" else L["fixes"]
+        text = f"*{i}. {title}*\n{c.cause}\n" + (f"_{L['why']}_\n{why}\n" if why else "") + f"_{fix_label}_\n{fixes}\n{L['sources']}: {cites}"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}})
         blocks.append(
             {
