@@ -134,8 +134,9 @@ def test_english_question_top_cause_and_citation(page: Page):
     link = answer.locator("a", has_text="[1]").first
     expect(link).to_have_attribute("href", SEED_URL)
     expect(link).to_have_attribute("target", "_blank")
-    # the answer is in English, and so is the interface
-    expect(answer).to_contain_text("Likely causes")
+    # the answer is in English, and so is the interface; its first line is the verdict (a text-only match is
+    # confident only past the threshold calibrated on real threads, so either verdict is right here)
+    expect(answer).to_contain_text(re.compile(r"Most likely:|Not confident:"))
     expect(answer).to_contain_text("Why it matched")
     expect(page.locator("#tf-send")).to_have_text("Send")
 
