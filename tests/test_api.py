@@ -128,6 +128,10 @@ def test_auth_missing_and_wrong_token(api_server):
     assert "wrong" in assert_error(r, 401, "unauthorized")["message"]
     r = httpx.post(api_server.url + "/v1/lint", headers={"Authorization": "Basic dXNlcjpwdw=="}, json={"name": "a", "content": "b"})
     assert_error(r, 401, "unauthorized")
+    # auth comes before the body is read: a malformed body from someone without the token is still a 401
+    r = httpx.post(api_server.url + "/v1/diagnose", content=b"{not json", headers={"Content-Type": "application/json"})
+    err = assert_error(r, 401, "unauthorized")
+    assert err["request_id"] and err["request_id"] != "-"
     # health endpoints stay open
     assert httpx.get(api_server.url + "/healthz").status_code == 200
 

@@ -284,3 +284,12 @@ def test_slack_text_cleanup():
     assert out.startswith("see this (https://x.example/a) and #general:")
     assert '```\n{"a": 1, "b": <2>}\n```' in out
     assert clean_text("```json\n{}\n```") == "```json\n{}\n```"
+
+
+def test_garbage_timestamp_is_401_not_500(api_server):
+    body = json.dumps({"type": "event_callback", "event": {"type": "app_mention", "text": "hi"}}).encode()
+    for ts in ("garbage", "", "12ab"):
+        r = httpx.post(api_server.url + "/slack/events", content=body, timeout=30,
+                       headers={"Content-Type": "application/json", "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=00"})
+        assert r.status_code == 401, (ts, r.status_code, r.text[:200])
+        assert r.json()["error"]["code"] == "unauthorized"

@@ -388,7 +388,7 @@ class SlackBot:
                     name = f.get("name") or name
                 size = int(f.get("size") or 0)
                 if size > self.max_bytes:
-                    notes.append(f"{name}: {size / 1e6:.1f} MB is over the {self.max_bytes / 1e6:.0f} MB limit; it was skipped.")
+                    notes.append(f"{name}: {size / 2**20:.1f} MB is over the {self.max_bytes / 2**20:.0f} MB limit; it was skipped.")
                     continue
                 url = f.get("url_private_download") or f.get("url_private")
                 if not url or not self._allowed(url):
@@ -400,7 +400,7 @@ class SlackBot:
                     notes.append(f"{name}: could not download it (HTTP {r.status_code}; does the app have the files:read scope?).")
                     continue
                 if len(r.content) > self.max_bytes:
-                    notes.append(f"{name}: over the {self.max_bytes / 1e6:.0f} MB limit; it was skipped.")
+                    notes.append(f"{name}: over the {self.max_bytes / 2**20:.0f} MB limit; it was skipped.")
                     continue
                 atts.append(Attachment(name=name, content=r.content))
             except Exception as e:  # noqa: BLE001 - one bad file never stops the answer
@@ -539,6 +539,9 @@ def install(app, state: State, warm: Warmup):
         async def handle(self, req: Request, addition_context_properties: dict[str, Any] | None = None):
             if req.method != "POST":
                 return await super().handle(req, addition_context_properties)
+            ts = req.headers.get("x-slack-request-timestamp", "")
+            if not ts.strip().isdigit():  # Bolt's verifier would fail with a 500 on a non-numeric timestamp
+                return error_response(401, "unauthorized", "missing or malformed X-Slack-Request-Timestamp: the request is not signed by Slack")
             body = await req.body()
             bolt_req = to_bolt_request(req, body, addition_context_properties)
             return to_starlette_response(await run_in_threadpool(self.app.dispatch, bolt_req))
