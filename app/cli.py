@@ -76,6 +76,7 @@ def ask(
     top: int = typer.Option(3, "--top", "-n", min=1, max=20, help="How many causes to show."),
     lang: str = typer.Option(None, "--lang", help="Answer language: en or zh (default: the question's)."),
     mode: str = typer.Option("full", "--mode", help="Retrieval mode: full, hybrid, dense, bm25 (for comparisons)."),
+    plot: Path = typer.Option(None, "--plot", help="Write a PNG chart of the attached log / trainer_state.json with the anomalies marked."),
 ) -> None:
     """Diagnose a training problem: ranked causes, fixes, evidence and citations."""
     from app.diagnose import InputError, diagnose
@@ -102,6 +103,8 @@ def ask(
         _err(str(e), 2)
     except StoreError as e:
         _err(str(e), 3)
+    if plot is not None:
+        _plot(atts, d.language, plot)
     if as_json:
         typer.echo(json.dumps(to_json(d), ensure_ascii=False, indent=2))
     else:
@@ -116,6 +119,17 @@ def ask(
             typer.echo(to_markdown(d, sources=True))
     if not d.causes and not d.related:
         raise typer.Exit(1)
+
+
+def _plot(atts, lang: str, out: Path) -> None:
+    from app.chart import alt_text, draw, read_series
+
+    run = next((r for a in atts if (r := read_series(a)) is not None), None)
+    if run is None:
+        typer.secho("no chart: none of the attachments is a log or trainer_state.json with a loss/grad_norm/lr series", fg=typer.colors.YELLOW, err=True)
+        return
+    draw(run, lang, out)
+    typer.echo(f"chart written to {out}: {alt_text(run, lang)}", err=True)
 
 
 @app.command("ingest")

@@ -94,6 +94,7 @@ class LogReader:
         self.file = file
         self.series: dict[str, Series] = {}
         self.first_bad: dict[str, tuple[float, int, str]] = {}
+        self.first_bad_val: dict[str, float] = {}  # the first non-finite value itself (NaN or inf)
         self.overflows = 0
         self.min_scale = math.inf
         self.scale_min_line: tuple[int, str] | None = None
@@ -166,6 +167,7 @@ class LogReader:
             self.line_texts.setdefault(n, s.strip()[:300])
             if not math.isfinite(v) and ser not in self.first_bad:
                 self.first_bad[ser] = (step, n, s.strip()[:300])
+                self.first_bad_val.setdefault(ser, v)
         if len(self.line_texts) > 3 * MAX_POINTS:
             self._prune()
 
@@ -196,6 +198,7 @@ class LogReader:
                 self.line_texts.setdefault(n, text)
                 if not math.isfinite(v) and ser not in self.first_bad:
                     self.first_bad[ser] = (step, n, text)
+                    self.first_bad_val.setdefault(ser, v)
 
     # ---------------------------------------------------------------- detectors
     def _fact(self, key: str, value, line: int, text: str | None = None) -> Fact:
@@ -207,7 +210,7 @@ class LogReader:
             out.append(self._fact(key, v, n, t))
         if "loss" in self.first_bad:
             st, n, t = self.first_bad["loss"]
-            v = self.series["loss"].vals[[i for i, ln in enumerate(self.series["loss"].lines) if ln == n][0]]
+            v = self.first_bad_val.get("loss", math.nan)
             out.append(self._fact("log.nan_loss" if math.isnan(v) else "log.inf_loss", st, n, t))
         elif "nan_msg" in self.flags:
             n, t = self.flags["nan_msg"]

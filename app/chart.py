@@ -1,0 +1,122 @@
+"""A picture of the user's run: the series in an attached log or trainer_state.json, with the detected anomalies marked.
+
+The same log reader and detectors as the diagnosis (bounded memory: series are decimated past 20k points), drawn
+with matplotlib's Agg backend. Labels are in the question's language; Chinese uses an installed CJK font.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.facts import Attachment, detect_kind
+from app.facts.logs import LogReader
+from app.models import Fact
+
+PANELS = ("loss", "grad_norm", "lr", "reward", "kl", "entropy", "eval_loss")
+_ANOMALY = {  # fact -> (panel, en, zh)
+    "log.nan_loss": ("loss", "first NaN loss at step {s}", "第 {s} 步首次出现 NaN loss"),
+    "log.inf_loss": ("loss", "first inf loss at step {s}", "第 {s} 步首次出现 inf loss"),
+    "log.loss_zero": ("loss", "loss → 0 from step {s}", "从第 {s} 步起 loss → 0"),
+    "log.loss_spike": ("loss", "loss spike at step {s}", "第 {s} 步 loss 尖峰"),
+    "log.loss_divergence": ("loss", "diverges after step {s}", "第 {s} 步后发散"),
+    "log.nan_grad_norm": ("grad_norm", "grad_norm NaN from step {s}", "第 {s} 步起 grad_norm 为 NaN"),
+    "log.grad_norm_explosion": ("grad_norm", "grad_norm explodes at step {s}", "第 {s} 步 grad_norm 爆炸"),
+    "log.lr_zero": ("lr", "lr is 0 from step {s}", "从第 {s} 步起学习率为 0"),
+}
+_CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC", "Source Han Sans SC", "SimHei"]
+
+
+@dataclass
+class Marker:
+    panel: str
+    step: float
+    label: str
+
+
+@dataclass
+class RunSeries:
+    file: str
+    series: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
+    facts: list[Fact] = field(default_factory=list)
+
+
+def read_series(att: Attachment) -> RunSeries | None:
+    """The series of one attachment (a log or trainer_state.json), or None when it has none."""
+    head = att.head(200_000).decode("utf-8", errors="replace")
+    kind = detect_kind(att.name, head)
+    r = LogReader(att.name)
+    if kind == "trainer_state":
+        try:
+            data = json.loads(att.text())
+        except ValueError:
+            return None
+        r.feed_records(data.get("log_history") or [], {})
+    elif kind == "log":
+        for n, line in enumerate(att.lines(), 1):
+            r.feed(line, n)
+    else:
+        return None
+    out = RunSeries(att.name, {k: (list(s.steps), list(s.vals)) for k, s in r.series.items() if k in PANELS and len(s.vals) >= 2}, r.facts())
+    return out if out.series else None
+
+
+def markers(run: RunSeries, lang: str) -> list[Marker]:
+    out = []
+    for f in run.facts:
+        spec = _ANOMALY.get(f.key)
+        if spec is None or spec[0] not in run.series or not isinstance(f.value, int | float) or isinstance(f.value, bool):
+            continue
+        step = float(f.value)
+        s = int(step) if step.is_integer() else step
+        out.append(Marker(spec[0], step, (spec[2] if lang == "zh" else spec[1]).format(s=s)))
+    return out
+
+
+def alt_text(run: RunSeries, lang: str) -> str:
+    ms = markers(run, lang)
+    panels = ", ".join(k for k in PANELS if k in run.series)
+    if lang == "zh":
+        return f"{run.file} 的训练曲线（{panels}）" + ("：" + "；".join(m.label for m in ms) if ms else "")
+    return f"Training curves of {run.file} ({panels})" + (": " + "; ".join(m.label for m in ms) if ms else "")
+
+
+def draw(run: RunSeries, lang: str, path: Path | None = None):
+    """A compact multi-panel figure; returns (figure, markers). Written to `path` as PNG when given."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import font_manager
+
+    if lang == "zh":
+        have = {f.name for f in font_manager.fontManager.ttflist}
+        fonts = [f for f in _CJK_FONTS if f in have]
+        if fonts:
+            plt.rcParams["font.sans-serif"] = fonts + list(plt.rcParams["font.sans-serif"])
+            plt.rcParams["axes.unicode_minus"] = False
+    panels = [k for k in PANELS if k in run.series]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 1.9 * len(panels) + 0.4), sharex=True, squeeze=False)
+    ms = markers(run, lang)
+    for ax, key in zip(axes[:, 0], panels, strict=True):
+        steps, vals = run.series[key]
+        fin = [(s, v) for s, v in zip(steps, vals, strict=True) if math.isfinite(v)]
+        if fin:
+            ax.plot([s for s, _ in fin], [v for _, v in fin], lw=1.1, color="#1f6feb")
+        pos = [v for _, v in fin if v > 0]
+        if pos and max(pos) / max(min(pos), 1e-300) > 1e3:
+            ax.set_yscale("log")
+        ax.set_ylabel(key, fontsize=8)
+        ax.tick_params(labelsize=7)
+        for k, m in enumerate(sorted((m for m in ms if m.panel == key), key=lambda m: m.step)):
+            ax.axvline(m.step, color="#d1242f", lw=1, ls="--", gid=f"marker:{key}:{m.step}")
+            ax.annotate(m.label, xy=(m.step, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color="#d1242f",
+                        xytext=(3, -10 - 11 * k), textcoords="offset points",
+                        ha="left" if m.step <= (steps[0] + steps[-1]) / 2 else "right")
+    axes[-1, 0].set_xlabel("step" if lang != "zh" else "步数", fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=100)
+    return fig, ms
