@@ -128,7 +128,10 @@ def _plot(atts, lang: str, out: Path) -> None:
     if run is None:
         typer.secho("no chart: none of the attachments is a log or trainer_state.json with a loss/grad_norm/lr series", fg=typer.colors.YELLOW, err=True)
         return
-    draw(run, lang, out)
+    try:
+        draw(run, lang, out)
+    except ImportError:
+        _err("--plot needs matplotlib: pip install 'trainfix[serve]'", 2)
     typer.echo(f"chart written to {out}: {alt_text(run, lang)}", err=True)
 
 

@@ -359,3 +359,5 @@ class Diagnosis(BaseModel):
     general_checks: list[str] = []
     also_noticed: list[CauseOut] = []  # config risks in the user's files that explain a different symptom
     summary: str = ""  # the first line: most likely cause and its fix, or "not confident"
+    plot_url: str = ""  # a chart of the user's run (API: /v1/plots/{id}.png), when an attachment has a series
+    plot_alt: str = ""  # what the chart shows, in words (the anomalies and their steps)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import sqlite3
 
 import httpx
@@ -187,7 +188,12 @@ def test_request_id_in_and_out_and_in_logs(client, api_server):
     r = client.post("/v1/diagnose", json={"question": "NCCL watchdog timeout while tokenizing the dataset"}, headers={"X-Request-ID": rid})
     assert r.status_code == 200
     assert r.headers["x-request-id"] == rid
-    lines = [ln for ln in api_server.log().splitlines() if f"[{rid}]" in ln]
+    deadline = time.time() + 10  # the server writes its log lines from another thread: wait for them
+    while True:
+        lines = [ln for ln in api_server.log().splitlines() if f"[{rid}]" in ln]
+        if any("POST /v1/diagnose 200" in ln for ln in lines) and any("diagnosed in" in ln for ln in lines) or time.time() > deadline:
+            break
+        time.sleep(0.2)
     assert any("POST /v1/diagnose 200" in ln for ln in lines), lines
     assert any("diagnosed in" in ln for ln in lines), lines
     generated = client.get("/v1/cases").headers["x-request-id"]
@@ -288,3 +294,20 @@ def test_no_server_errors_from_generated_requests(api_server):
     assert len(seen) >= 7, seen
     assert not any(code >= 500 and code != 503 for codes in seen.values() for code in codes), seen
     assert 200 in seen["POST /v1/diagnose"] and 422 in seen["POST /v1/diagnose"], seen
+
+
+AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
+
+
+def test_diagnose_with_a_log_returns_a_chart(api_server):
+    hist = [{"step": s, "loss": (2.0 - s * 0.01) if s < 25 else float("nan"), "grad_norm": 1.0 if s < 25 else float("nan"), "learning_rate": 1e-5}
+            for s in range(1, 40)]
+    content = json.dumps({"global_step": 39, "log_history": hist})
+    r = httpx.post(api_server.url + "/v1/diagnose", headers=AUTH, timeout=120,
+                   json={"question": "loss became nan", "attachments": [{"name": "trainer_state.json", "content": content}]})
+    assert r.status_code == 200, r.text[:300]
+    d = r.json()
+    assert d["plot_url"].startswith("/v1/plots/") and "step 25" in d["plot_alt"]
+    img = httpx.get(api_server.url + d["plot_url"], headers=AUTH, timeout=30)
+    assert img.status_code == 200 and img.content[:8] == b"\x89PNG\r\n\x1a\n"
+    assert httpx.get(api_server.url + "/v1/plots/" + "0" * 32 + ".png", headers=AUTH, timeout=30).status_code == 404

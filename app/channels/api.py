@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -468,6 +468,42 @@ class TokenFirstMiddleware:
         await self.app(scope, receive, send)
 
 
+PLOT_KEEP_N = 200  # charts kept in the data directory, newest first
+PLOT_KEEP_S = 24 * 3600
+
+
+def plots_dir(state: State):
+    d = state.settings.home / "plots"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
+    """Draw the run of the first attachment that has a series; keep a bounded number of charts for a bounded time."""
+    from app.chart import alt_text, draw, read_series
+
+    run = next((r for a in atts if (r := read_series(a)) is not None), None)
+    if run is None:
+        return d
+    try:
+        import matplotlib  # noqa: F401 - an install without it answers without a chart
+    except ImportError:
+        log.warning("no chart: matplotlib is not installed (pip install 'trainfix[serve]')")
+        return d
+    folder = plots_dir(state)
+    name = f"{uuid.uuid4().hex}.png"
+    fig, _ = draw(run, d.language, folder / name)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    old = sorted(folder.glob("*.png"), key=lambda p: p.stat().st_mtime, reverse=True)
+    now = time.time()
+    for k, p in enumerate(old):
+        if k >= PLOT_KEEP_N or now - p.stat().st_mtime > PLOT_KEEP_S:
+            p.unlink(missing_ok=True)
+    return d.model_copy(update={"plot_url": f"/v1/plots/{name}", "plot_alt": alt_text(run, d.language)})
+
+
 def build_router(state: State, warm: Warmup) -> APIRouter:
     bearer = HTTPBearer(auto_error=False, description="Set TRAINFIX_API_TOKEN on the server to require it.")
 
@@ -499,9 +535,18 @@ def build_router(state: State, warm: Warmup) -> APIRouter:
         hist = [Turn(role=t.role, content=t.content) for t in req.history]
         t0 = time.perf_counter()
         d = diagnose(eng, req.question, atts, hist, lang=req.lang, top=req.top)
+        d = _with_plot(state, d, atts)
         top = (d.causes or d.related or [None])[0]
         log.info("diagnosed in %.0fms: confident=%s top=%s", (time.perf_counter() - t0) * 1000, d.confident, top.case_id if top else None)
         return JSONResponse(to_json(d))
+
+    @r.get("/plots/{name}", summary="A chart of a diagnosed run (PNG)", response_class=FileResponse,
+           responses={404: {"model": ErrorResponse, "description": "No such chart (they are kept for a bounded time and count)"}, **_errs(401)})
+    def plot_ep(name: str = Path(pattern=r"^[0-9a-f]{32}\.png$", max_length=40)) -> FileResponse:
+        f = plots_dir(state) / name
+        if not f.is_file():
+            raise ApiError(404, "plot_not_found", f"no chart {name!r}: charts are kept for {PLOT_KEEP_S // 3600} h, the last {PLOT_KEEP_N}")
+        return FileResponse(f, media_type="image/png")
 
     @r.post(
         "/lint",
