@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
 import sqlite3
+import time
 
 import httpx
 import pytest
