@@ -46,9 +46,23 @@ def test_one_process_serves_the_ui_too(api_server):
     log = api_server.log()
     if "chat UI mounted at /" not in log:
         pytest.skip("the chat UI did not build in this checkout: " + next((ln for ln in log.splitlines() if "chat UI" in ln), "?"))
-    r = httpx.get(api_server.url + "/", timeout=60, follow_redirects=True)
+    # the server has a token: the UI needs it too (a browser is sent to /login, a script gets 401)
+    page = httpx.get(api_server.url + "/", timeout=60, headers={"Accept": "text/html"})
+    assert page.status_code == 303 and page.headers["location"] == "/login"
+    assert httpx.get(api_server.url + "/", timeout=60).status_code == 401
+    up = httpx.post(api_server.url + "/gradio_api/upload", files={"files": ("a.txt", b"x" * 1000)}, timeout=60)
+    assert up.status_code == 401
+    assert httpx.post(api_server.url + "/login", data={"token": "wrong"}, timeout=30).status_code == 401
+    with httpx.Client(base_url=api_server.url, timeout=60) as browser:
+        signed = browser.post("/login", data={"token": API_TOKEN})
+        assert signed.status_code == 303 and "trainfix_token" in signed.headers["set-cookie"] and API_TOKEN not in signed.headers["set-cookie"]
+        r = browser.get("/", follow_redirects=True)
+        assert r.status_code == 200 and "gradio" in r.text.lower()
+        assert browser.get("/v1/cases").status_code == 401  # the cookie is for the UI; the API wants the bearer token
+    r = httpx.get(api_server.url + "/", timeout=60, headers={"Authorization": f"Bearer {API_TOKEN}"}, follow_redirects=True)
     assert r.status_code == 200 and "gradio" in r.text.lower()
-    assert httpx.get(api_server.url + "/v1/cases", timeout=30).status_code == 401  # the API routes come first
+    assert httpx.get(api_server.url + "/v1/cases", timeout=30).status_code == 401
+    assert httpx.get(api_server.url + "/healthz", timeout=30).status_code == 200
 
 
 def test_diagnose_round_trip_with_attachment(client):

@@ -21,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.channels.auth import TokenGate
 from app.channels.errors import REQUEST_ID, ApiError, error_response
 from app.models import Diagnosis
 from app.runtime import NotReady, State, Warmup, store_message
@@ -448,26 +449,6 @@ class _TitleIndex:
         return out
 
 
-class TokenFirstMiddleware:
-    """With TRAINFIX_API_TOKEN set, /v1/* without the right bearer token gets 401 before its body is read or
-    validated (a malformed body from a stranger is not their business to learn about)."""
-
-    def __init__(self, app, token: str | None) -> None:
-        self.app, self.token = app, token
-
-    async def __call__(self, scope, receive, send):
-        if self.token and scope["type"] == "http" and scope.get("path", "").startswith("/v1/"):
-            auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-            given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-            if not secrets.compare_digest(given.encode(), self.token.encode()):
-                what = "missing" if not given else "wrong"
-                resp = error_response(401, "unauthorized", f"{what} bearer token: send 'Authorization: Bearer <token>' (the server's TRAINFIX_API_TOKEN)",
-                                      {"WWW-Authenticate": "Bearer"})
-                await resp(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
 PLOT_KEEP_N = 200  # charts kept in the data directory, newest first
 PLOT_KEEP_S = 24 * 3600
 
@@ -631,7 +612,8 @@ def build_router(state: State, warm: Warmup) -> APIRouter:
 def install(app: FastAPI, state: State, warm: Warmup) -> None:
     """Routes, error handlers, request ids and the size limit on `app` (CORS is added by the server, outermost)."""
     install_error_handlers(app, state)
-    app.add_middleware(TokenFirstMiddleware, token=state.settings.api_token)
+    # the token gate covers every route of the app, the UI mounted later included; the request context wraps it
+    app.add_middleware(TokenGate, token=state.settings.api_token)
     app.add_middleware(RequestContextMiddleware, max_bytes=int(state.settings.max_upload_mb * 1024 * 1024))
     app.include_router(build_router(state, warm))
 

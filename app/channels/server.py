@@ -43,7 +43,9 @@ def _mount_ui(app: FastAPI, state: State) -> bool:
         log.warning("chat UI not available (%s: %s): serving the API and Slack only", type(e).__name__, e)
         return False
     try:
-        gr.mount_gradio_app(app, build_ui(state), path="/")
+        # uploads are bounded like every other channel's files (the UI reads them as attachments)
+        max_mb = max(1, int(state.settings.max_upload_mb))
+        gr.mount_gradio_app(app, build_ui(state), path="/", max_file_size=f"{max_mb}mb")
     except Exception as e:  # noqa: BLE001
         log.warning("chat UI failed to build (%s: %s): serving the API and Slack only", type(e).__name__, e)
         return False

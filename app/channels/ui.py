@@ -178,7 +178,7 @@ def build_ui(state: State) -> gr.Blocks:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     T0 = ui_text("en")
 
-    with gr.Blocks(title="trainfix", analytics_enabled=False) as demo:
+    with gr.Blocks(title="trainfix", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:  # uploads removed after an hour
         sess = gr.State(_new_session)
         header = gr.Markdown(T0["title"], elem_id="tf-header")
         chat = gr.Chatbot(
