@@ -24,6 +24,8 @@ class Settings(BaseSettings):
     chroma_url: str | None = None  # e.g. http://127.0.0.1:8001 -> shared Chroma server
     collection: str = "trainfix-cases"
     max_upload_mb: float = 20.0
+    workers: int = 2  # diagnoses run at once per process (a bounded pool off the event loop)
+    diagnose_timeout_s: float = 20.0  # a request whose diagnosis has not finished by then gets 503 + Retry-After
     api_token: str | None = None
     cors_origins: str = ""
     slack_signing_secret: str | None = None

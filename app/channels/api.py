@@ -6,12 +6,14 @@ Every request has an id (X-Request-ID in and out) that every log line written wh
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import secrets
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
@@ -486,6 +488,8 @@ def _with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
 
 
 def build_router(state: State, warm: Warmup) -> APIRouter:
+    # diagnoses run in a bounded pool: health checks, static files and other requests keep their event loop
+    pool = ThreadPoolExecutor(max_workers=max(1, state.settings.workers), thread_name_prefix="trainfix-diagnose")
     bearer = HTTPBearer(auto_error=False, description="Set TRAINFIX_API_TOKEN on the server to require it.")
 
     def auth(cred: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
@@ -506,20 +510,38 @@ def build_router(state: State, warm: Warmup) -> APIRouter:
         response_model=Diagnosis,
         responses=_errs(400, 401, 413, 422, 503),
     )
-    def diagnose_ep(req: DiagnoseRequest) -> JSONResponse:
+    async def diagnose_ep(req: DiagnoseRequest) -> JSONResponse:
         from app.diagnose import Turn, diagnose
         from app.facts import Attachment
         from app.render import to_json
 
-        eng = warm.engine()
-        atts = [Attachment(name=a.name, content=a.content) for a in req.attachments]
-        hist = [Turn(role=t.role, content=t.content) for t in req.history]
-        t0 = time.perf_counter()
-        d = diagnose(eng, req.question, atts, hist, lang=req.lang, top=req.top)
-        d = _with_plot(state, d, atts)
-        top = (d.causes or d.related or [None])[0]
-        log.info("diagnosed in %.0fms: confident=%s top=%s", (time.perf_counter() - t0) * 1000, d.confident, top.case_id if top else None)
-        return JSONResponse(to_json(d))
+        budget = state.settings.diagnose_timeout_s
+        deadline = time.monotonic() + budget
+        rid = REQUEST_ID.get()
+
+        def work() -> dict[str, Any] | None:
+            if time.monotonic() > deadline:  # waited in the queue past its deadline: the client already got a 503
+                return None
+            REQUEST_ID.set(rid)
+            eng = warm.engine()
+            atts = [Attachment(name=a.name, content=a.content) for a in req.attachments]
+            hist = [Turn(role=t.role, content=t.content) for t in req.history]
+            t0 = time.perf_counter()
+            d = diagnose(eng, req.question, atts, hist, lang=req.lang, top=req.top)
+            d = _with_plot(state, d, atts)
+            top = (d.causes or d.related or [None])[0]
+            log.info("diagnosed in %.0fms: confident=%s top=%s", (time.perf_counter() - t0) * 1000, d.confident, top.case_id if top else None)
+            return to_json(d)
+
+        fut = asyncio.get_running_loop().run_in_executor(pool, work)
+        try:
+            out = await asyncio.wait_for(asyncio.shield(fut), timeout=budget)
+        except TimeoutError:
+            raise ApiError(503, "busy", f"the diagnosis did not finish within {budget:g} s (the server is busy or the input is large); "
+                           "try again shortly", {"Retry-After": "10"}) from None
+        if out is None:
+            raise ApiError(503, "busy", "the server is busy; try again shortly", {"Retry-After": "10"})
+        return JSONResponse(out)
 
     @r.get("/plots/{name}", summary="A chart of a diagnosed run (PNG)", response_class=FileResponse,
            responses={404: {"model": ErrorResponse, "description": "No such chart (they are kept for a bounded time and count)"}, **_errs(401)})
