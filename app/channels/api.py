@@ -391,8 +391,31 @@ _ERRS = {
     401: {"model": ErrorResponse, "description": "Missing or wrong bearer token (code unauthorized)"},
     413: {"model": ErrorResponse, "description": "Body over TRAINFIX_MAX_UPLOAD_MB (code payload_too_large)"},
     422: {"model": ErrorResponse, "description": "Malformed JSON or a bad field (codes malformed_json, invalid_request)"},
-    503: {"model": ErrorResponse, "description": "Index not loaded or the Chroma server is down (codes not_ready, index_unavailable)"},
+    429: {"model": ErrorResponse, "description": "Too many requests from this client (code too_many_requests); see Retry-After"},
+    503: {"model": ErrorResponse, "description": "Index not loaded, the Chroma server is down, or the diagnosis missed its deadline (codes not_ready, index_unavailable, busy)"},
 }
+
+
+class RateLimit:
+    """A token bucket per client: `burst` requests at once, then `per_s` a second (feedback is cheap to send, not to store)."""
+
+    def __init__(self, burst: int = 30, per_s: float = 1.0, max_clients: int = 10_000) -> None:
+        self.burst, self.per_s, self.max_clients = burst, per_s, max_clients
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, client: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(client, (float(self.burst), now))
+            tokens = min(self.burst, tokens + (now - last) * self.per_s)
+            if len(self._buckets) >= self.max_clients and client not in self._buckets:
+                self._buckets.clear()  # bounded memory: a flood of addresses resets the table
+            if tokens < 1:
+                self._buckets[client] = (tokens, now)
+                return False
+            self._buckets[client] = (tokens - 1, now)
+            return True
 
 
 def _errs(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -490,6 +513,7 @@ def _with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
 def build_router(state: State, warm: Warmup) -> APIRouter:
     # diagnoses run in a bounded pool: health checks, static files and other requests keep their event loop
     pool = ThreadPoolExecutor(max_workers=max(1, state.settings.workers), thread_name_prefix="trainfix-diagnose")
+    feedback_limit = RateLimit()
     bearer = HTTPBearer(auto_error=False, description="Set TRAINFIX_API_TOKEN on the server to require it.")
 
     def auth(cred: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
@@ -610,9 +634,12 @@ def build_router(state: State, warm: Warmup) -> APIRouter:
         summary="Store feedback on an answer",
         status_code=201,
         response_model=FeedbackResponse,
-        responses=_errs(401, 413, 422),
+        responses=_errs(401, 413, 422, 429),
     )
-    def feedback_ep(req: FeedbackRequest) -> FeedbackResponse:
+    def feedback_ep(req: FeedbackRequest, request: Request) -> FeedbackResponse:
+        client = request.client.host if request.client else "?"
+        if not feedback_limit.allow(client):
+            raise ApiError(429, "too_many_requests", "too much feedback from this client; try again in a few seconds", {"Retry-After": "5"})
         extra = {"comment": req.comment} if req.comment else None
         rid = state.feedback.add(req.kind, req.question, answer=req.answer, case_id=req.case_id, channel="api", extra=extra)
         log.info("feedback %s stored (row %d, case %s)", req.kind, rid, req.case_id)
