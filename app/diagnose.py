@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import yaml
 
-from app.assess import SCORING, Assessed, Assessment, Reason, assess
+from app.assess import SCORING, Assessed, Assessment, Reason, Scoring, assess
 from app.budgets import BUDGETS, Cut, cut_text
 from app.facts import Attachment, FactSet, code_blocks, read_attachments
 from app.facts.redact import redact
@@ -19,7 +20,7 @@ from app.kb import KB_DIR, iter_leaves
 from app.lang import detect_lang
 from app.lexical import tokenize
 from app.models import CauseOut, Citation, Diagnosis, Fact, Supporting
-from app.retrieve import Engine
+from app.retrieve import Candidates, Engine
 
 # "I already did X" statements: an explicit action, not just "still" / "还是" (which describe the symptom).
 # Sentences are split first and each is searched once, so the cost is linear in the text's length.
@@ -167,10 +168,10 @@ def _retrieval_text(prose: str, earlier: str, facts: dict[str, Fact], lang: str,
     return " ".join(p for p in parts if p).strip()
 
 
-def _symptoms(a: Assessed, text: str, lang: str) -> list[str]:
+def _symptoms(a: Assessed, q: set[str], lang: str) -> list[str]:
+    """The case's symptoms that share two or more words with the question's tokens `q`."""
     if a.case is None:
         return []
-    q = set(tokenize(text))
     out = []
     for s in a.case.symptoms.get(lang):
         toks = set(tokenize(s))
@@ -192,7 +193,7 @@ def _reason_text(r: Reason, lang: str) -> str | None:
     return None
 
 
-def _cause_out(a: Assessed, lang: str, text: str, cite_from: int, files: dict[str, str], facts: dict[str, Fact]) -> CauseOut:
+def _cause_out(a: Assessed, lang: str, q_tokens: set[str], cite_from: int, files: dict[str, str]) -> CauseOut:
     ev: list[str] = []
     for r in sorted(a.reasons, key=lambda r: 0 if r.facts and r.facts[0].kind != "prose" and r.facts[0].line else 1):
         t = _reason_text(r, lang)
@@ -211,7 +212,7 @@ def _cause_out(a: Assessed, lang: str, text: str, cite_from: int, files: dict[st
     assert c is not None
     cites = [Citation(n=cite_from + i, url=s.url, title=s.title) for i, s in enumerate(c.sources)]
     causes = sorted(c.causes, key=lambda x: {"high": 0, "medium": 1, "low": 2}[x.likelihood])
-    fixes, diffs = fixes_for_user(c, lang, files, facts)
+    fixes, diffs = fixes_for_user(c, lang, files)
     return CauseOut(
         case_id=c.id,
         title=c.title.get(lang),
@@ -222,7 +223,7 @@ def _cause_out(a: Assessed, lang: str, text: str, cite_from: int, files: dict[st
         fixes=fixes,
         diffs=diffs,
         evidence=ev,
-        matched_symptoms=_symptoms(a, text, lang),
+        matched_symptoms=_symptoms(a, q_tokens, lang),
         evidence_level=c.evidence,
         citations=cites,
         demoted=demoted,
@@ -258,7 +259,7 @@ def _summary(d_causes: list[CauseOut], confident: bool, lang: str) -> str:
     return lab["unsure"].format(title=top.title)
 
 
-def _apply_budgets(question: str, attachments: list[Attachment], history: list[Turn]) -> tuple[str, Cut]:
+def _apply_budgets(question: str, attachments: list[Attachment]) -> tuple[str, Cut]:
     cut = Cut()
     question, over = cut_text(question, BUDGETS.question_chars)
     if over:
@@ -283,6 +284,59 @@ def _budget_history(history: list[Turn], cut: Cut) -> list[Turn]:
     return list(reversed(kept))
 
 
+@dataclass
+class Question:
+    """A question made ready for assessment: what was read (gather) and what retrieval found (retrieve)."""
+
+    prose: str
+    earlier: str
+    fs: FactSet
+    facts: dict[str, Fact]
+    tried: list[str]
+    lang: str
+    text: str
+    cand: Candidates
+    cut: Cut
+
+
+def prepare(
+    engine: Engine,
+    question: str,
+    attachments: list[Attachment] | None = None,
+    history: list[Turn] | None = None,
+    lang: str | None = None,
+    mode: str = "full",
+    max_bytes: int | None = None,
+) -> Question:
+    """gather and retrieve, within the budgets: everything `assess` needs (the eval's tuner re-assesses it cheaply)."""
+    attachments = attachments or []
+    question, cut = _apply_budgets(question or "", attachments)
+    attachments = attachments[: BUDGETS.attachments]
+    history = _budget_history(history or [], cut)
+    if not (question or "").strip(" \t\r\n\x00") and not attachments and not any(t.content.strip() for t in history if t.role == "user"):
+        raise InputError("the question is empty: describe what you see (e.g. 'loss goes to 0 after 10 steps') or attach a config or log.")
+    max_bytes = max_bytes or int(engine.settings.max_upload_mb * 1024 * 1024)
+    prose, earlier, fs, tried = gather(question, attachments, history, max_bytes)
+    lang = lang or detect_lang(prose or earlier or question, default="en")
+    if lang not in ("en", "zh"):
+        raise InputError(f"unknown language {lang!r}: use 'en' or 'zh'.")
+    facts = fs.by_key()
+    text = _retrieval_text(prose, earlier, facts, lang, error_lines(list(fs.redacted_texts.values())))
+    if not text and not facts:
+        notes = [n.message for n in fs.files]
+        raise InputError("nothing to go on: the question is empty and no attached file could be read. " + " ".join(notes))
+    cand = engine.candidates(text[: BUDGETS.retrieval_chars], mode=mode)
+    return Question(prose, earlier, fs, facts, tried, lang, text, cand, cut)
+
+
+def assess_question(engine: Engine, q: Question, mode: str = "full", scoring: Scoring = SCORING) -> Assessment:
+    """The assess stage on a prepared question (the same call for an answer and for the tuner's grid)."""
+    t0 = time.perf_counter()
+    a = assess(engine, q.cand, q.facts, q.prose + " " + q.earlier, q.tried, mode=mode, scoring=scoring, earlier_files=q.fs.earlier_files)
+    a.timings["assess"] = time.perf_counter() - t0
+    return a
+
+
 def diagnose(
     engine: Engine,
     question: str,
@@ -298,41 +352,22 @@ def diagnose(
 
     gather (facts with their origin) -> retrieve (dense + BM25 candidates) -> assess (all scoring) -> the answer.
     """
-    attachments = attachments or []
-    history = history or []
-    question, cut = _apply_budgets(question or "", attachments, history)
-    attachments = attachments[: BUDGETS.attachments]
-    history = _budget_history(history, cut)
-    if not (question or "").strip(" \t\r\n\x00") and not attachments and not any(t.content.strip() for t in history if t.role == "user"):
-        raise InputError("the question is empty: describe what you see (e.g. 'loss goes to 0 after 10 steps') or attach a config or log.")
-    max_bytes = max_bytes or int(engine.settings.max_upload_mb * 1024 * 1024)
-    prose, earlier, fs, tried = gather(question, attachments, history, max_bytes)
-    lang = lang or detect_lang(prose or earlier or question, default="en")
-    if lang not in ("en", "zh"):
-        raise InputError(f"unknown language {lang!r}: use 'en' or 'zh'.")
-    facts = fs.by_key()
-    text = _retrieval_text(prose, earlier, facts, lang, error_lines(list(fs.redacted_texts.values())))
-    if not text and not facts:
-        notes = [n.message for n in fs.files]
-        raise InputError("nothing to go on: the question is empty and no attached file could be read. " + " ".join(notes))
-    cand = engine.candidates(text[: BUDGETS.retrieval_chars], mode=mode)
-    import time as _time
-
-    t0 = _time.perf_counter()
-    a: Assessment = assess(engine, cand, facts, prose + " " + earlier, tried, mode=mode, earlier_files=fs.earlier_files)
-    a.timings["assess"] = _time.perf_counter() - t0
+    q = prepare(engine, question, attachments, history, lang, mode, max_bytes)
+    prose, fs, facts, lang, text, cut = q.prose, q.fs, q.facts, q.lang, q.text, q.cut
+    a = assess_question(engine, q, mode)
     if trace is not None:  # internals for the eval and the bench
         trace.update(top_cos=a.top_cos, top_lex=a.top_lex, timings=a.timings, trigger=bool(a.ranked and a.ranked[0].triggers), assessment=a)
     files = dict(fs.redacted_texts)
+    q_tokens = set(tokenize(text))  # once per question, not once per cause
     cite = 1
     causes: list[CauseOut] = []
     for item in a.ranked[:top]:
-        co = _cause_out(item, lang, text, cite, files, facts)
+        co = _cause_out(item, lang, q_tokens, cite, files)
         cite += len(co.citations)
         causes.append(co)
     also = []
     for item in a.also_noticed:
-        co = _cause_out(item, lang, text, cite, files, facts)
+        co = _cause_out(item, lang, q_tokens, cite, files)
         cite += len(co.citations)
         also.append(co)
     notes = cut.get(lang) + [n.text(lang) for n in fs.files if not n.ok]

@@ -95,20 +95,20 @@ def frozen_urls(folder: Path = REAL_DIR) -> dict[str, str]:
     return out
 
 
-def _hit_ids(engine, ranked: list[str]) -> list[set[str]]:
-    """What each ranked item counts as: itself, and for a note the case it links to."""
-    out = []
-    for iid in ranked:
-        n = engine.notes.get(iid)
-        out.append({iid} | ({n.case} if n is not None and n.case else set()))
-    return out
+def as_case(engine, item_id: str) -> str:
+    """The case a ranked item stands for: a thread note that links a case stands for it; anything else for itself."""
+    n = engine.notes.get(item_id)
+    return n.case if n is not None and n.case else item_id
 
 
-def run_real(engine, questions: list[RealQuestion], modes=MODES, scoring=None) -> dict[str, list[dict]]:
-    from app.assess import SCORING
+def item_labels(engine, item_id: str) -> set[str]:
+    """What a ranked item counts as against a label: itself, and the case it stands for."""
+    return {item_id, as_case(engine, item_id)}
+
+
+def run_real(engine, questions: list[RealQuestion], modes=MODES) -> dict[str, list[dict]]:
     from app.diagnose import diagnose
 
-    sc = scoring or SCORING
     rows: dict[str, list[dict]] = {}
     for mode in modes:
         rs = []
@@ -118,7 +118,7 @@ def run_real(engine, questions: list[RealQuestion], modes=MODES, scoring=None) -
             d = diagnose(engine, q.q, top=5, mode=mode, trace=trace)
             dt = time.perf_counter() - t0
             ranked = [c.case_id for c in (d.causes or d.related)]
-            hits = _hit_ids(engine, ranked)
+            hits = [item_labels(engine, iid) for iid in ranked]
             first = next((i for i, h in enumerate(hits) if h & set(q.expected)), None)
             rs.append({
                 "q": q, "ranked": ranked, "confident": d.confident, "first": first, "lat": dt,
@@ -127,7 +127,6 @@ def run_real(engine, questions: list[RealQuestion], modes=MODES, scoring=None) -
                 "assessment": trace.get("assessment"),
             })
         rows[mode] = rs
-    del sc
     return rows
 
 

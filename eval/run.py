@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from app.facts import Attachment
+from eval.real import as_case
 
 EVAL_DIR = Path(__file__).resolve().parent
 QUESTIONS = EVAL_DIR / "questions"
@@ -129,11 +130,8 @@ def run_mode(engine, questions: list[Question], mode: str) -> tuple[list[dict], 
         t0 = time.perf_counter()
         d = diagnose(engine, q.q, atts, top=5, mode=mode, trace=trace)
         lat.append(time.perf_counter() - t0)
-        ranked = []
-        for c in d.causes or d.related:  # a thread note counts as the case it links to
-            n = engine.notes.get(c.case_id)
-            ranked.append(n.case if n is not None and n.case else c.case_id)
-        ranked = list(dict.fromkeys(ranked))
+        # a thread note counts as the case it links to (the authored labels name cases only)
+        ranked = list(dict.fromkeys(as_case(engine, c.case_id) for c in d.causes or d.related))
         m = metrics(ranked, q.expected) if q.expected else {"hit@1": float("nan"), "hit@3": float("nan"), "mrr": float("nan"), "ndcg@5": float("nan")}
         rows.append({**m, "q": q, "ranked": ranked, "confident": d.confident, "top_cos": trace.get("top_cos", 0.0), "trigger": trace.get("trigger", False)})
     return rows, lat

@@ -1,7 +1,8 @@
 """Set the assess stage's weights on the real set's calibration split (never on the frozen part).
 
-The retrieve stage does not depend on `Scoring`, so each question's candidates are computed once and the grid
-only re-runs `assess`. `trainfix eval --tune` prints the best settings and how the frozen part fares with them.
+The gather and retrieve stages do not depend on `Scoring`, so each question is prepared once (the same `prepare` a
+diagnosis runs) and the grid only re-runs the assess stage. Used from a Python session; the chosen values and the
+measurements behind them are written next to each field of `app.assess.Scoring`.
 """
 
 from __future__ import annotations
@@ -9,41 +10,27 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from app.assess import SCORING, Scoring, assess
-from app.diagnose import _retrieval_text, error_lines, gather
-from app.lang import detect_lang
-from eval.real import RealQuestion
+from app.assess import SCORING, Scoring
+from app.diagnose import Question, assess_question, prepare
+from eval.real import RealQuestion, item_labels
 
 
 @dataclass
 class Prepared:
     q: RealQuestion
-    facts: dict
-    prose: str
-    tried: list[str]
-    earlier: set[str]
-    cand: object
+    question: Question
 
 
-def prepare(engine, questions: list[RealQuestion]) -> list[Prepared]:
-    out = []
-    for q in questions:
-        prose, earlier, fs, tried = gather(q.q, [], [], 20 * 1024 * 1024)
-        lang = detect_lang(prose or q.q, default="en")
-        facts = fs.by_key()
-        text = _retrieval_text(prose, earlier, facts, lang, error_lines(list(fs.redacted_texts.values())))
-        out.append(Prepared(q, facts, prose, tried, fs.earlier_files, engine.candidates(text, "full")))
-    return out
+def prepare_all(engine, questions: list[RealQuestion]) -> list[Prepared]:
+    return [Prepared(q, prepare(engine, q.q)) for q in questions]
 
 
 def score(engine, prepared: list[Prepared], sc: Scoring, mode: str = "full") -> dict[str, float]:
     n = max(len(prepared), 1)
     hit1 = hit3 = cbw = abst = none = 0
     for p in prepared:
-        a = assess(engine, p.cand, p.facts, p.prose, p.tried, mode, sc, p.earlier)
-        ids = []
-        for it in a.ranked[:3]:
-            ids.append({it.item_id} | ({it.note.case} if it.note is not None and it.note.case else set()))
+        a = assess_question(engine, p.question, mode, sc)
+        ids = [item_labels(engine, it.item_id) for it in a.ranked[:3]]
         exp = set(p.q.expected)
         first = next((i for i, s in enumerate(ids) if s & exp), None)
         hit1 += first == 0
