@@ -181,7 +181,7 @@ class _Work:
     reasons: dict[int, list[Reason]] = field(default_factory=dict)
     trig: dict[int, list[TriggerHit]] = field(default_factory=dict)
     sig: dict[int, list[Fact]] = field(default_factory=dict)
-    noticed: list[int] = field(default_factory=list)
+    noticed: dict[int, list[TriggerHit]] = field(default_factory=dict)  # set aside, with the hits that fired
 
 
 def _text_base(cand: Candidates, mode: str, sc: Scoring) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -209,7 +209,7 @@ def _case_evidence(engine: Engine, w: _Work, i: int, facts: dict[str, Fact], con
         compat = 1.0 if config_only or shared else float(np.clip((w.rel[i] - sc.compat_lo) / (sc.compat_hi - sc.compat_lo), 0, 1))
         delta = sc.w_trigger * strength * compat
         if compat < 0.5 and any(_from_files(h) for h in hits):
-            w.noticed.append(i)
+            w.noticed[i] = hits
             rs.append(Reason("set_aside", 0.0, params={"compat": round(compat, 2)}))
         if delta > 0:
             w.score[i] += delta
@@ -305,10 +305,12 @@ def assess(
     confident = _confident(ranked, top_cos, top_lex, mode, sc, config_only)
     for k, a in enumerate(ranked):
         a.likelihood = _likelihood(a, ranked[0].score if ranked else 0.0, confident, k, sc)
-    also = [_assessed(engine, i, w, dense_n, lex_n) for i in w.noticed]
-    also = [a for a in also if not ranked or a.item_id != ranked[0].item_id]
-    for a in also:
-        a.triggers = fire(a.case, facts) if a.case else []
+    also = []
+    for i, hits in w.noticed.items():
+        a = _assessed(engine, i, w, dense_n, lex_n)
+        if not ranked or a.item_id != ranked[0].item_id:
+            a.triggers = hits
+            also.append(a)
     return Assessment(ranked=ranked, also_noticed=also[:3], confident=confident, top_cos=top_cos, top_lex=top_lex, supporting=supporting, timings=dict(cand.timings))
 
 

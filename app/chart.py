@@ -63,6 +63,11 @@ def read_series(att: Attachment) -> RunSeries | None:
     return out if out.series else None
 
 
+def first_run(atts: list[Attachment]) -> RunSeries | None:
+    """The series of the first attachment that has one (what the CLI and the API chart)."""
+    return next((r for a in atts if (r := read_series(a)) is not None), None)
+
+
 def markers(run: RunSeries, lang: str) -> list[Marker]:
     out = []
     for f in run.facts:

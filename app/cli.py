@@ -122,9 +122,9 @@ def ask(
 
 
 def _plot(atts, lang: str, out: Path) -> None:
-    from app.chart import alt_text, draw, read_series
+    from app.chart import alt_text, draw, first_run
 
-    run = next((r for a in atts if (r := read_series(a)) is not None), None)
+    run = first_run(atts)
     if run is None:
         typer.secho("no chart: none of the attachments is a log or trainer_state.json with a loss/grad_norm/lr series", fg=typer.colors.YELLOW, err=True)
         return

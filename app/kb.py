@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from app.models import Case, Cond, FactSpec, Leaf, Taxonomy
+from app.models import Case, Cond, FactSpec, Leaf, Note, Taxonomy
 
 KB_DIR = Path(__file__).resolve().parent.parent / "kb"
 
@@ -226,8 +226,6 @@ class NotesResult:
 
 def load_notes(root: Path | None = None, case_ids: set[str] | None = None, origin: str = "kb") -> NotesResult:
     """Every note under `root` (default kb/notes). One broken note is reported with its line and skipped."""
-    from app.models import Note
-
     root = root or NOTES_DIR
     res = NotesResult()
     if not root.exists():

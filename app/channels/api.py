@@ -486,9 +486,9 @@ def plots_dir(state: State):
 
 def _with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
     """Draw the run of the first attachment that has a series; keep a bounded number of charts for a bounded time."""
-    from app.chart import alt_text, draw, read_series
+    from app.chart import alt_text, draw, first_run
 
-    run = next((r for a in atts if (r := read_series(a)) is not None), None)
+    run = first_run(atts)
     if run is None:
         return d
     try:
