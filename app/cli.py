@@ -47,25 +47,15 @@ def _ingest(settings, path: Path | None, rebuild: bool, quiet: bool = False, emb
 
 
 def _engine(settings, auto_ingest: bool = True):
-    from app.embeddings import make_embedder
-    from app.retrieve import Engine
-    from app.store import Store, StoreError
+    """The engine, building the index on a first run (the same rules as the server: app.runtime.open_engine)."""
+    from app.runtime import open_engine
 
-    emb = make_embedder(settings.embedder, settings.threads)
-    try:
-        return Engine(settings, emb)
-    except StoreError as e:
-        from app.store import IndexMismatch
-
-        if isinstance(e, IndexMismatch) or not auto_ingest:
-            raise
-        store = Store(settings, emb)
-        if store.count() and store.manifest().get("complete"):
-            raise
+    def build(settings, emb) -> None:
         typer.secho("No index yet: building it from the knowledge base (first run only)...", err=True, fg=typer.colors.YELLOW)
         rep, _ = _ingest(settings, None, rebuild=False, embedder=emb)
         typer.secho(rep.summary(), err=True)
-        return Engine(settings, emb)
+
+    return open_engine(settings, auto_ingest, build)
 
 
 @app.command()

@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.feedback import FeedbackStore
 from app.retrieve import Engine
@@ -49,8 +51,25 @@ class Progress:
         left = f", about {eta:.0f} s left" if eta is not None and self.done < self.total else ""
         return f"{self.done}/{self.total} units{left}"
 
-    def as_dict(self) -> dict:
-        return {"done": self.done, "total": self.total, "eta_s": None if self.eta_s is None else round(self.eta_s, 1)}
+
+
+def open_engine(settings: Settings, auto_ingest: bool, build: Callable[[Settings, Any], None]) -> Engine:
+    """The engine over the index; on a first start (no index, or an interrupted one) `build(settings, embedder)` makes
+    it first. An index built by another embedder is refused, never rebuilt behind the user's back."""
+    from app.embeddings import make_embedder
+    from app.store import IndexMismatch, Store
+
+    emb = make_embedder(settings.embedder, settings.threads)
+    try:
+        return Engine(settings, emb)
+    except IndexMismatch:
+        raise
+    except StoreError:
+        store = Store(settings, emb)  # raises StoreUnavailable when a Chroma server is down
+        if not auto_ingest or (store.count() and store.manifest().get("complete")):
+            raise
+        build(settings, emb)
+        return Engine(settings, emb)
 
 
 class State:
@@ -74,29 +93,20 @@ class State:
         return self._engine
 
     def _build(self) -> Engine:
-        from app.embeddings import make_embedder
-        from app.store import IndexMismatch, Store
-
-        emb = make_embedder(self.settings.embedder, self.settings.threads)
-        try:
-            eng = Engine(self.settings, emb)
-        except IndexMismatch:
-            raise
-        except StoreError:
-            store = Store(self.settings, emb)  # raises StoreUnavailable when a Chroma server is down
-            if not self.auto_ingest or (store.count() and store.manifest().get("complete")):
-                raise
+        def build(settings: Settings, emb) -> None:
             self.status = "building the index (first start)"
             log.warning("no index yet: building it from the knowledge base")
             from app.embeddings import VectorCache
+            from app.store import Store
             from ingest.pipeline import ingest
 
             def progress(done: int, total: int) -> None:
                 self.progress.update(done, total)
                 self.status = f"building the index (first start): {self.progress.text()}"
 
-            ingest(Store(self.settings, emb, VectorCache(self.settings.vector_cache)), progress=progress)
-            eng = Engine(self.settings, emb)
+            ingest(Store(settings, emb, VectorCache(settings.vector_cache)), progress=progress)
+
+        eng = open_engine(self.settings, self.auto_ingest, build)
         from app.lexical import tokenize
 
         tokenize("预热 warm-up")  # load jieba's dictionary now, not on the first Chinese question
