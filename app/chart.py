@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.facts import Attachment, detect_kind
-from app.facts.logs import LogReader
+from app.facts import DEFAULT_MAX_BYTES, Attachment, detect_kind
+from app.facts.logs import LogReader, trainer_state_reader
 from app.models import Fact
 
 PANELS = ("loss", "grad_norm", "lr", "reward", "kl", "entropy", "eval_loss")
@@ -49,11 +49,14 @@ def read_series(att: Attachment) -> RunSeries | None:
     kind = detect_kind(att.name, head)
     r = LogReader(att.name)
     if kind == "trainer_state":
-        try:
-            data = json.loads(att.text())
-        except ValueError:
+        if att.size() > DEFAULT_MAX_BYTES:  # parsed whole: the same bound as a config upload (logs stream instead)
             return None
-        r.feed_records(data.get("log_history") or [], {})
+        text = att.text()
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        r = trainer_state_reader(text, data, att.name)
     elif kind == "log":
         for n, line in enumerate(att.lines(), 1):
             r.feed(line, n)

@@ -392,3 +392,13 @@ def test_custom_loop_optimizer_is_read():
     assert f["train.adam_epsilon"].value == 1e-8 and f["train.adam_beta2"].value == 0.95 and f["train.weight_decay"].value == 0.1
     assert f["train.finetuning_type"].value == "full" and f["model.torch_dtype"].value == "float16"
     assert "precision" not in f, "a script's load dtype is not taken as the training precision"
+
+
+def test_broken_or_odd_trainer_state_gives_a_note_not_an_exception():
+    from app.facts import Attachment, read_attachments
+
+    fs = read_attachments([Attachment("trainer_state.json", '{"log_history": [{"loss": 1.0}')])
+    assert not fs.files[0].ok and "line 1" in fs.files[0].message
+    for odd in ('["log_history"]', '{"log_history": 5}', '{"log_history": ["x", 3]}'):
+        fs = read_attachments([Attachment("trainer_state.json", odd)])
+        assert fs.files and fs.files[0].file == "trainer_state.json"

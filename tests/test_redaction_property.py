@@ -70,3 +70,31 @@ def test_facts_read_from_files_hold_no_secret(secret):
     fs = read_attachments([Attachment("run.sh", f"torchrun train.py --lr 1e-5 \\\n  {shown}\n"), Attachment("train.log", f"{shown}\n{{'loss': 1.0}}\n")])
     dumped = json.dumps([f.model_dump() for f in fs.facts] + list(fs.redacted_texts.values()), ensure_ascii=False)
     assert raw not in dumped
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda kids: st.lists(kids, max_size=5) | st.dictionaries(st.sampled_from(["title", "url", "html_url", "body", "comments", "user", "log_history",
+                                                                                "loss", "step", "grad_norm", "author_association", "pull_request"]), kids, max_size=6),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+@given(text=st.text(max_size=2000) | _JSON.map(json.dumps), name=st.sampled_from(["export.json", "export.jsonl", "trainer_state.json", "train.log"]))
+def test_new_input_paths_fail_only_with_their_own_errors(tmp_path_factory, text, name):
+    """Fuzz the inputs this version added: a tracker export either loads or raises TrackerError; a run chart's
+    reader returns a series or None, whatever the bytes."""
+    from app.chart import read_series
+    from ingest.tracker import TrackerError, load_export
+
+    f = tmp_path_factory.mktemp("fuzz") / name
+    f.write_text(text, encoding="utf-8")
+    try:
+        load_export(f)
+    except TrackerError:
+        pass
+    out = read_series(Attachment(name, text))
+    assert out is None or out.series
+    fs = read_attachments([Attachment(name, text)])  # every parser behind it: a note, never an exception
+    assert all(n.file == name for n in fs.files)

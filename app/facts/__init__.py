@@ -210,7 +210,13 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
     kind = detect_kind(name, text)
     try:
         if kind == "trainer_state":
-            facts = read_trainer_state(text, json.loads(text), name)
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ParseError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", e.lineno, e.colno) from e
+            except RecursionError as e:
+                raise ParseError("the JSON is nested too deeply to read", 1, 1) from e
+            facts = read_trainer_state(text, data, name)
         elif kind in ("json", "yaml"):
             facts, data = parse_structured(text, name, kind)
             if kind == "yaml" and not isinstance(data, dict):

@@ -357,10 +357,17 @@ def read_log(lines: Iterable[str], file: str) -> list[Fact]:
     return r.facts()
 
 
-def read_trainer_state(text: str, data: dict, file: str) -> list[Fact]:
+def read_trainer_state(text: str, data: object, file: str) -> list[Fact]:
     """trainer_state.json: the `log_history` list, with the line of each entry."""
+    return trainer_state_reader(text, data, file).facts()
+
+
+def trainer_state_reader(text: str, data: object, file: str) -> LogReader:
+    """The reader fed with a trainer_state.json's `log_history` (anything else in that place is read as empty)."""
     r = LogReader(file)
-    hist = data.get("log_history") or []
+    hist = data.get("log_history") if isinstance(data, dict) else None
+    if not isinstance(hist, list):
+        hist = []
     line_of: dict[int, int] = {}
     idx = -1
     depth_hist = False
@@ -372,8 +379,7 @@ def read_trainer_state(text: str, data: dict, file: str) -> list[Fact]:
             idx += 1
             line_of[idx] = n
     r.feed_records(hist, line_of)
-    out = r.facts()
-    return out
+    return r
 
 
 def looks_like_log(text: str) -> bool:
