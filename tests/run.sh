@@ -6,7 +6,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/pip install -q -U pip
 .venv/bin/pip install -q --no-compile "torch==2.13.0"   # the CPU wheel first, so nothing pulls a CUDA build
-.venv/bin/pip install -q --no-compile -e '.[serve,st,eval,test]'
+.venv/bin/pip install -q --no-compile -e '.[serve,lsp,st,eval,test]'
 if ! command -v chromium >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
   (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei jq >/dev/null) || echo "warning: could not install chromium/jq; browser and docs tests will fail"
 fi
