@@ -18,6 +18,7 @@ class Budgets(BaseModel):
     attachments: int = 10
     retrieval_chars: int = 4_000  # what dense and lexical retrieval see (e5 reads 512 tokens, ~2k chars)
     embed_chars: int = 2_000  # the embedder's own input (its token limit), cut before the model
+    editor_chars: int = 200_000  # a document linted while it is edited (a config is a few KB; ~4 s of parsing at the limit)
 
 
 BUDGETS = Budgets()
