@@ -29,8 +29,7 @@ _NAN_MSG = re.compile(r"\bloss\b[^\n]{0,20}\b(is|=|:|became|becomes)\s*(nan|inf)
 _ERRORISH = re.compile(
     r"error|exception|warn|traceback|nan|inf\b|overflow|timeout|timed out|killed|assert|incompatible|newly initialized|not initialized|"
     r"trainable params|deprecat|unused|ignored|mismatch|skipping|not supported|fall(ing)? back",
-    re.I,
-)
+)  # searched in the lower-cased line: a case-insensitive search of this alternation is ten times slower
 _VERSION = [
     ("env.transformers_version", re.compile(r"\btransformers(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
     ("env.torch_version", re.compile(r"\b(?:torch|pytorch)(?:`)?\s*(?:version)?(?:\s*\(gpu\?\))?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
@@ -42,6 +41,7 @@ _VERSION = [
     ("env.vllm_version", re.compile(r"\bvllm(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
     ("env.bitsandbytes_version", re.compile(r"\bbitsandbytes(?:`)?\s*(?:version)?\s*(?:==|:|\s)\s*v?(\d+\.\d+(?:\.\d+)?)", re.I)),
 ]
+_VERSION_WORDS = re.compile(r"transformers|torch|deepspeed|trl|peft|accelerate|flash|vllm|bitsandbytes|gpu|nvidia|cuda|device")  # one cheap guard
 _GPU = re.compile(r"\b(v100|p100|p40|t4|a100|a800|h100|h800|h20|l40s?|2080(?: ?ti)?|3090|4090|a10g?|a6000)\b|(910b)", re.I)
 
 MAX_POINTS = 20000  # per series; beyond this the series is decimated (every other point dropped)
@@ -73,18 +73,50 @@ def _f(s: str) -> float:
         return -math.inf if low.startswith("-") else math.inf
 
 
+def _wins(new: float, old: float) -> bool:
+    """Which point stands for a bucket of a decimated series: the first non-finite one, else the largest."""
+    if not math.isfinite(old):
+        return False
+    return not math.isfinite(new) or new > old
+
+
 @dataclass
 class Series:
+    """A metric's points, at most MAX_POINTS: past that, buckets of 2, 4, 8 ... points keep one point each.
+
+    The point kept for a bucket is its NaN/inf or its largest value, so a one-step spike or the first NaN of a
+    million-step run is still in the series (the chart and the spike detectors see it). Buckets are even in
+    size across the run, so old and recent parts of a long log have the same density.
+    """
+
     steps: array = field(default_factory=lambda: array("d"))
     vals: array = field(default_factory=lambda: array("d"))
     lines: array = field(default_factory=lambda: array("l"))
+    stride: int = 1  # points per bucket
+    _filled: int = 0  # points already in the last (open) bucket
 
     def add(self, step: float, v: float, line: int) -> None:
+        if self._filled:  # the open bucket's point is the last one: a winner replaces it
+            if _wins(v, self.vals[-1]):
+                self.steps[-1], self.vals[-1], self.lines[-1] = step, v, line
+            self._filled = (self._filled + 1) % self.stride
+            return
         if len(self.vals) >= MAX_POINTS:
-            self.steps, self.vals, self.lines = self.steps[::2], self.vals[::2], self.lines[::2]
+            self._halve()
         self.steps.append(step)
         self.vals.append(v)
         self.lines.append(line)
+        self._filled = 1 % self.stride
+
+    def _halve(self) -> None:
+        st, vs, ln = self.steps, self.vals, self.lines
+        keep = [i if not _wins(vs[i + 1], vs[i]) else i + 1 for i in range(0, len(vs) - 1, 2)]
+        if len(vs) % 2:
+            keep.append(len(vs) - 1)
+        self.steps = array("d", [st[i] for i in keep])
+        self.vals = array("d", [vs[i] for i in keep])
+        self.lines = array("l", [ln[i] for i in keep])
+        self.stride *= 2
 
 
 class LogReader:
@@ -104,6 +136,7 @@ class LogReader:
         self._follow = 0
         self.ordinal = 0
         self.line_texts: dict[int, str] = {}
+        self._prune_at = 3 * MAX_POINTS
         self.n = 0
 
     def feed(self, line: str, n: int) -> None:
@@ -113,7 +146,7 @@ class LogReader:
             s = s[:4000]
         low = s.lower()
         # cheap substring guards first: a 50 MB log is mostly metric lines that need none of these regexes
-        if len(self.versions) < len(_VERSION) + 1 and ("version" in low or "==" in low or ": " in low):
+        if len(self.versions) < len(_VERSION) + 1 and ("version" in low or "==" in low or ": " in low) and _VERSION_WORDS.search(low):
             for key, rx in _VERSION:
                 if key not in self.versions:
                     m = rx.search(s)
@@ -144,7 +177,7 @@ class LogReader:
         if ("nan" in low or "inf" in low) and _NAN_MSG.search(s):
             self.flags.setdefault("nan_msg", (n, s.strip()))
         if len(self.messages) < 60 and ("{" not in s[:2] or "nan" in low or "inf" in low):
-            if _ERRORISH.search(s):
+            if _ERRORISH.search(low):
                 self.messages.append(low.strip()[:300])
                 self._follow = 3
             elif self._follow > 0 and low.strip():
@@ -158,17 +191,31 @@ class LogReader:
         self.ordinal += 1
         step_m = _STEP.search(s)
         step = float(step_m.group(1)) if step_m else float(self.ordinal)
+        text = None
         for name, val in pairs:
             ser = _SERIES.get(name.lower().strip())
             if ser is None:
                 continue
-            v = _f(val)
-            self.series.setdefault(ser, Series()).add(step, v, n)
-            self.line_texts.setdefault(n, s.strip()[:300])
-            if not math.isfinite(v) and ser not in self.first_bad:
-                self.first_bad[ser] = (step, n, s.strip()[:300])
-                self.first_bad_val.setdefault(ser, v)
-        if len(self.line_texts) > 3 * MAX_POINTS:
+            if text is None:
+                text = s.strip()[:300]
+            self.point(ser, step, _f(val), n, text)
+
+    def point(self, ser: str, step: float, v: float, n: int, text: str) -> None:
+        """One value of series `ser` at `step`, read from line (or record) `n` whose text is kept while the point is.
+
+        Every reader (text logs, trainer_state, TensorBoard, W&B / MLflow exports) feeds points through here, so
+        they all get the same bounded series and the same detectors.
+        """
+        s = self.series.get(ser)
+        if s is None:
+            s = self.series[ser] = Series()
+        s.add(step, v, n)
+        if n not in self.line_texts:
+            self.line_texts[n] = text
+        if not math.isfinite(v) and ser not in self.first_bad:
+            self.first_bad[ser] = (step, n, text)
+            self.first_bad_val.setdefault(ser, v)
+        if len(self.line_texts) > self._prune_at:
             self._prune()
 
     def _prune(self) -> None:
@@ -176,7 +223,9 @@ class LogReader:
         keep: set[int] = set()
         for ser in self.series.values():
             keep.update(ser.lines)
+        keep.update(n for _, n, _ in self.first_bad.values())
         self.line_texts = {k: v for k, v in self.line_texts.items() if k in keep}
+        self._prune_at = max(3 * MAX_POINTS, 2 * len(self.line_texts))  # many series: never prune on every point
 
     def feed_records(self, records: list[dict], line_of: dict[int, int]) -> None:
         """trainer_state.json log_history entries."""
@@ -194,11 +243,7 @@ class LogReader:
                     v = float(val) if not isinstance(val, str) else _f(val)
                 except (TypeError, ValueError):
                     continue
-                self.series.setdefault(ser, Series()).add(step, v, n)
-                self.line_texts.setdefault(n, text)
-                if not math.isfinite(v) and ser not in self.first_bad:
-                    self.first_bad[ser] = (step, n, text)
-                    self.first_bad_val.setdefault(ser, v)
+                self.point(ser, step, v, n, text)
 
     # ---------------------------------------------------------------- detectors
     def _fact(self, key: str, value, line: int, text: str | None = None) -> Fact:
