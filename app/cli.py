@@ -224,6 +224,16 @@ def lint(
     raise typer.Exit(1 if any(r.severity in ("error", "warning") for r in results) else 0)
 
 
+@app.command("lsp")
+def lsp_cmd() -> None:
+    """Language server over stdio for editors: diagnostics, hover, quick fixes (see docs/editors.md)."""
+    try:
+        from app.channels.lsp import main as run_lsp
+    except ImportError as e:
+        _err(f"the language server needs pygls: pip install 'trainfix[lsp]' ({e})", 2)
+    run_lsp()
+
+
 @kb_app.command("check")
 def kb_check(
     path: Path = typer.Argument(None, help="Cases folder (default: kb/cases)."),
@@ -266,15 +276,16 @@ def kb_stats(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @kb_app.command("draft")
 def kb_draft(
-    issue: Path = typer.Argument(..., help="GitHub REST API JSON of an issue (optionally with a 'comments' list, or a sibling *.comments.json)."),
+    issue: Path = typer.Argument(..., help="GitHub REST API JSON of an issue (optionally with a 'comments' list, or a sibling *.comments.json), or a feedback review file."),
     out: Path = typer.Option(None, "--out", "-o", help="Where to write the draft (default: kb/drafts/<id>.md)."),
     category: str = typer.Option(None, "--category", help="Taxonomy id for the draft (default: guessed from the thread)."),
+    entry: int = typer.Option(None, "--entry", help="With a review file from `trainfix feedback export --review`: the entry (feedback id) to start from."),
 ) -> None:
-    """Turn a GitHub issue (REST JSON) into a draft case file for a person to review."""
+    """Turn a GitHub issue (REST JSON), or one entry of a feedback review file, into a draft case file for a person to review."""
     from ingest.github_issue import DraftError, draft_from_file
 
     try:
-        path = draft_from_file(issue, out, category)
+        path = draft_from_file(issue, out, category, entry)
     except DraftError as e:
         _err(str(e), 2)
     typer.echo(f"draft written to {path}")
@@ -323,12 +334,23 @@ def bench(
 
 
 @fb_app.command("export")
-def feedback_export(out: Path = typer.Option(None, "--out", "-o", help="JSONL file (default: stdout).")) -> None:
+def feedback_export(
+    out: Path = typer.Option(None, "--out", "-o", help="JSONL file (default: stdout)."),
+    review: Path = typer.Option(None, "--review", help="Also write a review file (fixes, thumbs-down, comments) that `trainfix kb draft FILE --entry ID` starts a case from."),
+) -> None:
     """Write the stored feedback as JSONL for review."""
     from app.feedback import FeedbackStore
 
     fb = FeedbackStore(_settings().feedback_db)
-    lines = [json.dumps(r, ensure_ascii=False) for r in fb.export()]
+    rows = fb.export()
+    if review:
+        from ingest.feedback_review import write_review
+
+        n = write_review(rows, review)
+        typer.echo(f"{n} review entries written to {review}; start a case with: trainfix kb draft {review} --entry ID", err=True)
+        if out is None:
+            return
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
     if out:
         out.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
         typer.echo(f"{len(lines)} feedback rows written to {out}", err=True)

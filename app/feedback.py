@@ -13,6 +13,15 @@ from app.facts.redact import redact
 
 KINDS = ("up", "down", "fixed")
 MAX_STORED_CHARS = 200_000  # a stored answer or attachment is cut past this (a row never holds megabytes)
+COMMENT_MAX_CHARS = 500  # the optional one-line comment (the API refuses longer ones; the store cuts, whatever the caller)
+ITEM_MAX_CHARS = 200  # a case or thread-note id
+
+
+def one_line(text: Any, limit: int = COMMENT_MAX_CHARS) -> str:
+    """A user's comment as one redacted line: whitespace runs (newlines too) become one space, cut to `limit`."""
+    if not isinstance(text, str):
+        return ""
+    return redact(" ".join(text.split())[: limit * 2])[0][:limit]
 
 
 def _clean(text: str) -> str:
@@ -59,14 +68,27 @@ class FeedbackStore:
         case_id: str | None = None,
         channel: str = "ui",
         extra: dict[str, Any] | None = None,
+        item: str | None = None,
+        comment: str | None = None,
     ) -> int:
         """Store one feedback row; everything stored is redacted here again (question, files, the answer, comments),
-        whatever the caller did, and cut to a bounded size."""
+        whatever the caller did, and cut to a bounded size. `item` is the case or thread-note id the feedback is about
+        (for "fixed" it is also the row's case_id); `comment` is the user's optional one-line remark."""
         if kind not in KINDS:
             raise ValueError(f"feedback kind must be one of {', '.join(KINDS)}")
         atts = {name[:255]: _clean(text) for name, text in list((attachments or {}).items())[:20]}
         answer = _clean_json(answer) if answer else {}
         extra = _clean_json(extra) if extra else {}
+        item = (item or "").strip()[:ITEM_MAX_CHARS] or None
+        if item:
+            extra["item"] = item
+        if kind == "fixed" and not case_id:
+            case_id = item
+        note = one_line(comment if comment is not None else extra.get("comment"))
+        if note:
+            extra["comment"] = note
+        else:
+            extra.pop("comment", None)
         with self._lock:
             cur = self._db.execute(
                 "insert into feedback (ts, channel, kind, case_id, question, attachments, answer, extra) values (?,?,?,?,?,?,?,?)",

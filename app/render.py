@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
-from app.models import CauseOut, Diagnosis
+from app.models import CauseOut, Diagnosis, Fact
 
 T = {
     "en": {
@@ -28,6 +30,7 @@ T = {
         "resolution": "Resolution",
         "also": "Also noticed in your files (explains a different symptom)",
         "source_list": "Sources",
+        "chart": "Your run",
     },
     "zh": {
         "causes": "可能的原因",
@@ -50,6 +53,7 @@ T = {
         "resolution": "解决方法",
         "also": "在你的文件中还注意到（对应的是另一种症状）",
         "source_list": "来源",
+        "chart": "你的训练曲线",
     },
 }
 
@@ -89,6 +93,46 @@ def _cause_md(i: int, c: CauseOut, lang: str) -> str:
     return "\n".join(out)
 
 
+_WHERE = re.compile(r"\(`?([^()`\s]+:\d+)`?\)")
+
+
+def _quoted(e: str, lines: dict[str, Fact]) -> str:
+    """An evidence line that points at `file:line` of the user's file, led by that line itself (when not quoted yet)."""
+    m = _WHERE.search(e)
+    f = lines.get(m.group(1)) if m else None
+    if f is None or not f.text.strip() or f.text.strip()[:30] in e:
+        return e
+    shown = f.text.strip()
+    shown = (shown if len(shown) <= 120 else shown[:117] + "...").replace("`", "'")
+    rest = (e[: m.start()] + e[m.end():]).strip().rstrip(":").strip()
+    return f"`{shown}` ({m.group(1)}) — {rest}"
+
+
+def _card(i: int, c: CauseOut, lang: str, lines: dict[str, Fact], open_: bool) -> str:
+    """One cause as a collapsible card: the header carries title, likelihood and evidence level; the user's own file
+    line leads "why it matched". Markdown inside the <details> is kept apart by blank lines so it still renders."""
+    L = labels(lang)
+    title = f"{L['note_head']}: {c.title}" if c.kind == "note" else c.title
+    meta = [f"{L['likelihood'].capitalize()}: {L['likely'].get(c.likelihood, c.likelihood)}"] if c.likelihood else []
+    meta.append(f"{L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}")
+    head = f"<summary><strong>{i}. {html.escape(title, quote=False)}</strong> · <em>{html.escape(' · '.join(meta), quote=False)}</em></summary>"
+    out = [f"<details class=\"tf-card\"{' open' if open_ else ''}>", head, "", c.cause]
+    if c.kind == "note" and c.resolution:
+        out += ["", f"**{L['resolution']}:** {c.resolution}"]
+    if c.demoted:
+        out += ["", f"> {c.demoted}"]
+    why = [_quoted(e, lines) for e in c.evidence] + [f"{L['symptom']}: {s}" for s in c.matched_symptoms]
+    if why:
+        out += ["", f"**{L['why']}:**", ""] + [f"- {e}" for e in why]
+    if c.kind != "note":
+        out += ["", f"**{L['fixes']}:**", ""] + [f"- {f}" for f in c.fixes]
+        for d in c.diffs:
+            out += ["", "```diff", d.rstrip(), "```"]
+    cites = " ".join(f"[[{x.n}]]({x.url} \"{x.title}\")" for x in c.citations)
+    out += ["", f"{L['sources']}: {cites} · `{c.case_id}`", "", "</details>"]
+    return "\n".join(out)
+
+
 def facts_md(d: Diagnosis) -> str:
     L = labels(d.language)
     lines = []
@@ -107,18 +151,27 @@ def source_list(d: Diagnosis) -> list[str]:
     return [seen[k] for k in sorted(seen)]
 
 
-def to_markdown(d: Diagnosis, show_facts: bool = True, sources: bool = False) -> str:
-    """The answer as Markdown; `sources` appends the numbered source list with full URLs (CLI, pipes)."""
+def to_markdown(d: Diagnosis, show_facts: bool = True, sources: bool = False, cards: bool = False, clarify: bool = True) -> str:
+    """The answer as Markdown; `sources` appends the numbered source list with full URLs (CLI, pipes); `cards` shows
+    each cause as a collapsible <details> card, only the first open (chat UI); `clarify=False` leaves the clarifying
+    question to the caller (the UI puts it last, right above its quick-reply buttons)."""
     L = labels(d.language)
     out: list[str] = []
     if d.summary:
         out.append(f"**{d.summary}**")
+    lines = {f.where(): f for f in d.facts if f.file and f.line and f.text}
+
+    def render(items: list[CauseOut]) -> list[str]:
+        if cards:
+            return [_card(i, c, d.language, lines, i == 1) for i, c in enumerate(items, 1)]
+        return [_cause_md(i, c, d.language) for i, c in enumerate(items, 1)]
+
     if d.confident:
         out.append(f"## {L['causes']}")
-        out += [_cause_md(i, c, d.language) for i, c in enumerate(d.causes, 1)]
+        out += render(d.causes)
     else:
         out.append(L["unsure"])
-        out += [_cause_md(i, c, d.language) for i, c in enumerate(d.related, 1)]
+        out += render(d.related)
         if d.general_checks:
             out.append(f"## {L['checks']}")
             out += [f"- {c}" for c in d.general_checks]
@@ -133,7 +186,7 @@ def to_markdown(d: Diagnosis, show_facts: bool = True, sources: bool = False) ->
         for a in d.supporting:
             link = f"[{a.title}]({a.source})" if a.source.startswith("http") else f"{a.title} ({a.source})"
             out.append(f"- {link}: {a.snippet}")
-    if d.clarify:
+    if d.clarify and clarify:
         out.append(f"**{L['ask']}:** {d.clarify['question']} ({' / '.join(d.clarify['options'])})")
     if show_facts and (d.facts or d.files):
         out.append(f"## {L['read']}")

@@ -152,7 +152,16 @@ def draft_case(issue: dict, comments: list[dict], category: str | None = None) -
     return cid, cat, f"---\n{head}---\n\n" + "\n".join(notes)
 
 
-def draft_from_file(path: Path, out: Path | None = None, category: str | None = None) -> Path:
+def draft_from_file(path: Path, out: Path | None = None, category: str | None = None, entry: int | None = None) -> Path:
+    """A draft case from a GitHub issue JSON, or from one entry (`entry`) of a `trainfix feedback export --review` file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None  # load_issue reports it
+    from ingest.feedback_review import draft_from_review, is_review
+
+    if is_review(data):
+        return draft_from_review(data, path, entry, out, category)
     issue, comments = load_issue(path)
     cid, cat, text = draft_case(issue, comments, category)
     target = out or KB_DIR / "cases" / cat / f"{cid}.md"

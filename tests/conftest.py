@@ -270,6 +270,9 @@ class SlackStandIn:
         self.replies: dict[tuple[str, str], list[dict]] = {}
         self.files: dict[str, tuple[str, bytes]] = {}
         self.downloads: list[dict] = []
+        # Slack's external upload flow: files.getUploadURLExternal -> POST the bytes to upload_url -> files.completeUploadExternal
+        self.pending: dict[str, dict] = {}  # file_id -> {filename, length, alt_txt, data}
+        self.shared: list[dict] = []  # completed uploads: file_id, title, channel_id, thread_ts, data, alt_txt, initial_comment
         self._lock = threading.Lock()
         self._ts = 0
         standin = self
@@ -297,6 +300,14 @@ class SlackStandIn:
                         return
                     self._send(200, standin.files[fid][1], "application/octet-stream")
                     return
+                if u.path.startswith("/upload/v1/"):  # the upload_url: raw bytes (or multipart), no token needed
+                    fid = u.path.rsplit("/", 1)[-1]
+                    with standin._lock:
+                        up = standin.pending.get(fid)
+                        if up is not None:
+                            up["data"] = raw
+                    self._send(200 if up is not None else 404, b"OK - " + str(len(raw)).encode() if up is not None else b"not found", "text/plain")
+                    return
                 if not u.path.startswith("/api/"):
                     self._send(404, b'{"ok": false, "error": "unknown_path"}')
                     return
@@ -307,8 +318,12 @@ class SlackStandIn:
                     params.update(json.loads(raw))
                 elif raw:
                     params.update({k: v[0] for k, v in parse_qs(raw.decode()).items()})
+                auth = self.headers.get("Authorization")
                 with standin._lock:
-                    standin.calls.append({"method": method, "params": params, "authorization": self.headers.get("Authorization")})
+                    standin.calls.append({"method": method, "params": params, "authorization": auth})
+                if method.startswith("files.") and method.endswith("External") and auth != f"Bearer {SLACK_BOT_TOKEN}":
+                    self._send(200, b'{"ok": false, "error": "not_authed"}')
+                    return
                 self._send(200, json.dumps(standin.answer(method, params)).encode())
 
             do_GET = _handle
@@ -334,6 +349,34 @@ class SlackStandIn:
         if method == "conversations.replies":
             msgs = self.replies.get((p.get("channel", ""), p.get("ts", "")))
             return {"ok": True, "messages": msgs or [], "has_more": False} if msgs is not None else {"ok": False, "error": "thread_not_found"}
+        if method == "files.getUploadURLExternal":
+            try:
+                length = int(p.get("length", ""))
+            except (TypeError, ValueError):
+                return {"ok": False, "error": "invalid_arguments"}
+            if not p.get("filename") or length <= 0:
+                return {"ok": False, "error": "invalid_arguments"}
+            with self._lock:
+                fid = f"F{len(self.pending) + 1:08d}UP"
+                self.pending[fid] = {"filename": p["filename"], "length": length, "alt_txt": p.get("alt_txt"), "data": None}
+            return {"ok": True, "upload_url": f"{self.url}/upload/v1/{fid}", "file_id": fid}
+        if method == "files.completeUploadExternal":
+            files = p.get("files")
+            files = json.loads(files) if isinstance(files, str) else files
+            if not isinstance(files, list) or not files:
+                return {"ok": False, "error": "invalid_arguments"}
+            out = []
+            with self._lock:
+                for f in files:
+                    up = self.pending.get(f.get("id", ""))
+                    if up is None or up["data"] is None or len(up["data"]) != up["length"]:
+                        return {"ok": False, "error": "file_not_found" if up is None or up["data"] is None else "file_upload_size_mismatch"}
+                for f in files:
+                    up = self.pending.pop(f["id"])
+                    self.shared.append({"file_id": f["id"], "title": f.get("title"), "channel_id": p.get("channel_id"), "thread_ts": p.get("thread_ts"),
+                                        "initial_comment": p.get("initial_comment"), "alt_txt": up["alt_txt"], "filename": up["filename"], "data": up["data"]})
+                    out.append({"id": f["id"], "title": f.get("title") or up["filename"], "name": up["filename"]})
+            return {"ok": True, "files": out}
         if method == "files.info":
             fid = p.get("file", "")
             if fid not in self.files:

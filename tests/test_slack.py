@@ -293,3 +293,43 @@ def test_garbage_timestamp_is_401_not_500(api_server):
                        headers={"Content-Type": "application/json", "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=00"})
         assert r.status_code == 401, (ts, r.status_code, r.text[:200])
         assert r.json()["error"]["code"] == "unauthorized"
+
+
+def test_run_chart_uploaded_into_the_thread(api_server, slack_standin, channel):
+    """A trainer_state.json attached to a mention: the answer is posted, then the run's chart goes into the same thread
+    through Slack's external upload flow (getUploadURLExternal -> POST bytes -> completeUploadExternal)."""
+    from ui_helpers import nan_trainer_state
+
+    f = slack_standin.add_file("F0STATE01", "trainer_state.json", nan_trainer_state(nan_from=210).encode())
+    ts = _ts()
+    before = len(slack_standin.calls)
+    r = post_slack(api_server, event_body(mention(channel, "loss became NaN after a grad_norm spike, state attached", ts=ts, files=[f])))
+    assert r.status_code == 200
+    assert posts(slack_standin, channel)[0]["thread_ts"] == ts  # the answer first
+    deadline = time.time() + 60
+    while time.time() < deadline and not [s for s in slack_standin.shared if s["channel_id"] == channel]:
+        time.sleep(0.2)
+    shared = [s for s in slack_standin.shared if s["channel_id"] == channel]
+    assert len(shared) == 1, slack_standin.shared
+    up = shared[0]
+    assert up["thread_ts"] == ts  # in the asker's thread, not the channel
+    assert up["data"][:8] == b"\x89PNG\r\n\x1a\n" and len(up["data"]) > 5000
+    assert "step 210" in (up["alt_txt"] or "") and "step 210" in (up["initial_comment"] or "")
+    flow = [c["method"] for c in slack_standin.calls[before:] if c["method"].startswith("files.") and c["method"].endswith("External")]
+    assert flow == ["files.getUploadURLExternal", "files.completeUploadExternal"], flow
+    got = [c for c in slack_standin.calls[before:] if c["method"] == "files.getUploadURLExternal"][0]
+    assert int(got["params"]["length"]) == len(up["data"]) and got["authorization"] == f"Bearer {SLACK_BOT_TOKEN}"
+
+
+def test_upload_standin_refuses_a_completion_without_the_bytes(slack_standin):
+    """The stand-in holds the protocol: completing an upload whose bytes never reached upload_url fails, as on Slack."""
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
+
+    client = WebClient(token=SLACK_BOT_TOKEN, base_url=slack_standin.url + "/api/")
+    got = client.files_getUploadURLExternal(filename="x.png", length=10)
+    with pytest.raises(SlackApiError) as e:
+        client.files_completeUploadExternal(files=[{"id": got["file_id"], "title": "x"}], channel_id="C1")
+    assert e.value.response["error"] == "file_not_found"
+    with pytest.raises(SlackApiError):
+        WebClient(token="xoxb-wrong", base_url=slack_standin.url + "/api/").files_getUploadURLExternal(filename="x.png", length=10)

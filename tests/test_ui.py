@@ -2,7 +2,8 @@
 
 Each test opens a fresh page (a fresh Gradio session) on the server of the `ui_server` fixture (tests/conftest.py):
 a small temp KB, a temp TRAINFIX_HOME, uploads limited to 0.01 MB. Screenshots of every step go to $TRAINFIX_TEST_ARTIFACTS (a temporary folder by default).
-With TRAINFIX_UPDATE_SCREENSHOT=1 the config-upload answer is also written to docs/screenshot.png (for the README).
+With TRAINFIX_UPDATE_SCREENSHOT=1 the run-upload answer (with its chart) is also written to docs/screenshot.png (for the
+README), docs/screenshot-desktop.png (1440 px) and docs/screenshot-phone.png (390 px).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
-from ui_helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO
+from ui_helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, REPO, nan_trainer_state
 
 pytestmark = pytest.mark.slow
 
@@ -97,16 +98,34 @@ def ask(page: Page, text: str = "", files: list[Path] | None = None, click: str 
     return page.locator(BOT).last
 
 
+CARD = "details.tf-card"
+OPTION = "#tf-chat button.option"  # Gradio shows a message's options (quick replies) under the latest answer only
+
+
 def titles(answer) -> list[str]:
-    return [re.sub(r"^\d+\.\s*", "", t.strip()) for t in answer.locator("h3").all_inner_texts()]
+    return [re.sub(r"^\d+\.\s*", "", t.strip()) for t in answer.locator(f"{CARD} > summary strong").all_inner_texts()]
 
 
 def first_card(answer) -> str:
-    text = answer.inner_text()
-    hs = answer.locator("h3").all_inner_texts()
-    start = text.find(hs[0])
-    end = text.find(hs[1], start + 1) if len(hs) > 1 else len(text)
-    return text[start:end]
+    return answer.locator(CARD).first.inner_text()
+
+
+def first_line(answer) -> str:
+    return answer.inner_text().strip().split("\n", 1)[0]
+
+
+def no_horizontal_scroll(page: Page) -> None:
+    """Neither the page nor any box inside the chat scrolls sideways (a wide line wraps instead)."""
+    widths = page.evaluate("""() => {
+        const d = document.documentElement;
+        const wide = [...document.querySelectorAll('#tf-chat *')].filter(e => {
+            const o = getComputedStyle(e).overflowX;
+            return (o === 'auto' || o === 'scroll') && e.scrollWidth > e.clientWidth + 1;
+        }).map(e => e.tagName + '.' + e.className);
+        return {page: d.scrollWidth, view: d.clientWidth, wide};
+    }""")
+    assert widths["page"] <= widths["view"], widths
+    assert not widths["wide"], widths
 
 
 def rows(db: Path, kind: str) -> list[tuple]:
@@ -118,7 +137,7 @@ def rows(db: Path, kind: str) -> list[tuple]:
             con = sqlite3.connect(str(db))
             try:
                 found = con.execute(
-                    "select kind, case_id, question, answer, attachments, channel from feedback where kind = ?", (kind,)
+                    "select kind, case_id, question, answer, attachments, channel, extra from feedback where kind = ?", (kind,)
                 ).fetchall()
             finally:
                 con.close()
@@ -153,19 +172,92 @@ def test_config_upload_evidence_then_follow_up_reranks(page: Page, tmp_path: Pat
     expect(user).to_contain_text("ds_config.json")
     before = titles(answer)
     assert before[0] == SEED_TITLE
-    if os.environ.get("TRAINFIX_UPDATE_SCREENSHOT") == "1":  # the README's picture of a real answer, 1280x900
-        page.set_viewport_size({"width": 1280, "height": 900})
-        page.wait_for_timeout(1000)  # let the chat settle after the resize, then show the question and the answer's start
-        show_start(page)
-        page.screenshot(path=str(REPO / "docs" / "screenshot.png"))
-        page.set_viewport_size(VIEW)
-
     # the follow-up is diagnosed with the earlier message and the config: the tried fix demotes the cause
     after_answer = ask(page, "I already removed communication_data_type, still zero")
     shot(page, "03-follow-up")
     after = titles(after_answer)
     assert after, "the follow-up got no cause cards"
     assert after[0] != before[0] or "Demoted" in first_card(after_answer), (before, after)
+
+
+def test_run_upload_chart_cards_and_layout(browser, ui_server, tmp_path: Path):
+    """A trainer_state.json with NaN from step 210: the answer leads with its verdict, shows the run's chart (alt text
+    names the step), cause cards collapse and expand; the page fits a 390 px phone and a 1440 px desktop."""
+    state = tmp_path / "trainer_state.json"
+    state.write_text(nan_trainer_state(nan_from=210), encoding="utf-8")
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000}, locale="en-US")
+    page = ctx.new_page()
+    page.set_default_timeout(WAIT)
+    try:
+        page.goto(ui_server.url)
+        page.wait_for_selector(BOX, timeout=WAIT)
+        answer = ask(page, "after a big spike the loss shows NaN, what happened?", files=[state])
+        # the chart is drawn after the answer is on screen, and lands inside that answer
+        img = answer.locator("img[src*='/gradio_api/file=']")
+        expect(img).to_have_count(1, timeout=WAIT)
+        alt = img.get_attribute("alt") or ""
+        assert "step 210" in alt and "trainer_state.json" in alt, alt
+        assert page.evaluate("src => fetch(src).then(r => r.headers.get('content-type'))", img.get_attribute("src")) == "image/png"
+        expect(img).to_have_js_property("complete", True)
+        assert img.evaluate("i => i.naturalWidth") > 200
+
+        # first line: the verdict naming the top cause; nothing "high" in a not-confident answer
+        names = titles(answer)
+        assert names and "hidden NaN" in names[0], names
+        line = first_line(answer)
+        assert line.startswith(("Most likely:", "Not confident:")) and names[0][:40] in line, line
+        metas = answer.locator(f"{CARD} > summary em").all_inner_texts()
+        assert all("Evidence:" in m for m in metas), metas
+        if line.startswith("Not confident:"):
+            assert not any("Likelihood: high" in m for m in metas), metas
+
+        # "why it matched" quotes the user's own file line first
+        why = answer.locator(CARD).first.locator("li").first.inner_text()
+        assert why.startswith('{"epoch"') and "trainer_state.json:" in why, why
+
+        # only the first card is open; a closed one opens on a click, the open one closes
+        cards = answer.locator(CARD)
+        assert cards.count() >= 2
+        assert cards.first.evaluate("d => d.open") and not cards.nth(1).evaluate("d => d.open")
+        cards.nth(1).locator("summary").click()
+        expect(cards.nth(1)).to_have_js_property("open", True)
+        expect(cards.nth(1).locator("li").first).to_be_visible()
+        cards.first.locator("summary").click()
+        expect(cards.first).to_have_js_property("open", False)
+        cards.first.locator("summary").click()
+
+        # layout at 1440: the chat takes the window's height, the upload box is no taller than the question box
+        chat_h = page.locator("#tf-chat").bounding_box()["height"]
+        assert chat_h >= 0.55 * 1000, chat_h
+        files_h = page.locator("#tf-files").bounding_box()["height"]
+        box_h = page.locator("#tf-input").bounding_box()["height"]
+        assert files_h <= box_h + 2, (files_h, box_h)
+        no_horizontal_scroll(page)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        img.evaluate("el => el.closest('[data-testid=\"bot\"]').scrollIntoView({block: 'start'})")
+        page.locator(USER).last.evaluate("el => el.scrollIntoView({block: 'start'})")
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(ARTIFACTS / "run-chart-1440.png"))
+        if os.environ.get("TRAINFIX_UPDATE_SCREENSHOT") == "1":  # the README's picture of a real answer with its chart
+            page.screenshot(path=str(REPO / "docs" / "screenshot-desktop.png"))
+            page.screenshot(path=str(REPO / "docs" / "screenshot.png"))
+
+        # a phone: 390 px wide, nothing scrolls sideways, the controls stay inside the screen and usable
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_timeout(500)
+        no_horizontal_scroll(page)
+        for sel in ("#tf-send", "#tf-input textarea", "#tf-files"):
+            b = page.locator(sel).bounding_box()
+            assert b and b["x"] >= 0 and b["x"] + b["width"] <= 390 and b["height"] >= 30, (sel, b)
+        assert page.locator("#tf-files").bounding_box()["height"] <= page.locator("#tf-input").bounding_box()["height"] + 2
+        assert img.bounding_box()["width"] <= 390
+        page.locator(USER).last.evaluate("el => el.scrollIntoView({block: 'start'})")
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(ARTIFACTS / "run-chart-390.png"))
+        if os.environ.get("TRAINFIX_UPDATE_SCREENSHOT") == "1":
+            page.screenshot(path=str(REPO / "docs" / "screenshot-phone.png"))
+    finally:
+        ctx.close()
 
 
 def test_chinese_question_gets_chinese_answer_and_interface(page: Page):
@@ -178,18 +270,35 @@ def test_chinese_question_gets_chinese_answer_and_interface(page: Page):
 
 
 def test_clarifying_question_quick_reply(page: Page):
-    """Close top causes + an unknown separating fact -> the question with quick replies; a click sends the option."""
-    ask(page, "out of memory")
+    """Close top causes + an unknown separating fact -> the question ends the answer and its quick replies sit right
+    under it; a click sends the option; the buttons never stay under a later answer that does not ask again."""
+    answer = ask(page, "out of memory")
     shot(page, "11-clarify")
-    row = page.locator("#tf-quick")
-    expect(row).to_be_visible()
-    option = row.locator("button.tf-quick-reply").first
-    text = option.inner_text().strip()
+    expect(answer).to_contain_text("To narrow it down:")
+    assert answer.inner_text().strip().split("\n")[-1].startswith("To narrow it down:")  # the question is the last line
+    expect(page.locator(OPTION).first).to_be_visible()
+    text = page.locator(OPTION).first.inner_text().strip()
     assert text
-    answer = ask(page, click=text)
+    before = bots(page)
+    page.locator(OPTION).first.click()
+    page.wait_for_function(
+        """([sel, n, marks]) => {
+            const b = document.querySelectorAll(sel);
+            return b.length > n && !marks.some(m => b[b.length - 1].innerText.includes(m)) && b[b.length - 1].innerText.trim().length > 0;
+        }""",
+        arg=[BOT, before, PLACEHOLDERS],
+        timeout=WAIT,
+    )
+    answer = page.locator(BOT).last
     shot(page, "12-quick-reply")
     expect(page.locator(USER).last).to_contain_text(text)
     assert titles(answer)
+    if "To narrow it down:" not in answer.inner_text():
+        expect(page.locator(OPTION)).to_have_count(0)
+    # an unrelated follow-up: buttons only if that answer asks its own question
+    answer = ask(page, "also my grad norm is huge at the start")
+    if "To narrow it down:" not in answer.inner_text():
+        expect(page.locator(OPTION)).to_have_count(0)
 
 
 def test_feedback_rows_in_sqlite(page: Page, ui_server, tmp_path: Path):
@@ -197,17 +306,23 @@ def test_feedback_rows_in_sqlite(page: Page, ui_server, tmp_path: Path):
     cfg = tmp_path / "ds_config.json"
     cfg.write_text(DS_CONFIG.replace("{\n", '{\n  "hf_token": "hf_abcdefghijklmnopqrstuvwxyz123456",\n', 1), encoding="utf-8")
     answer = ask(page, "loss is 0 after 10 steps", files=[cfg])
+    page.fill("#tf-comment textarea, #tf-comment input", "removed communication_data_type,  it trains now; token hf_abcdefghijklmnopqrstuvwxyz123456")
     answer.hover()
     page.locator("#tf-chat button[aria-label='Like']").last.click()
     expect(page.locator("#tf-feedback-status")).to_contain_text("Thanks", timeout=WAIT)
     shot(page, "05-feedback-like")
     up = rows(db, "up")
     assert up, f"no 'up' row in {db}"
-    kind, case_id, question, ans, atts, channel = up[-1]
+    kind, case_id, question, ans, atts, channel, _ = up[-1]
     assert channel == "ui" and question == "loss is 0 after 10 steps"
     assert json.loads(ans)["causes"][0]["case_id"] == "deepspeed-comm-dtype-fp32-loss-zero"
     stored = json.loads(atts)
     assert "ds_config.json" in stored and "hf_abcdefghijklmnopqrstuvwxyz123456" not in stored["ds_config.json"]
+    extra = json.loads(up[-1][6])
+    assert extra["item"] == "deepspeed-comm-dtype-fp32-loss-zero"  # which item the thumb is about: the top one
+    assert extra["comment"].startswith("removed communication_data_type, it trains now")  # one line, spaces collapsed
+    assert "hf_abcdefghijklmnopqrstuvwxyz123456" not in extra["comment"]  # redacted
+    expect(page.locator("#tf-comment textarea, #tf-comment input")).to_have_value("")  # sent once, then cleared
 
     # "this fixed it" on the top cause (the dropdown lists the shown cases, the first preselected)
     expect(page.locator("#tf-fixed-case input")).to_have_value(re.compile(r"1\. Full fine-tune loss drops to 0"))
@@ -216,6 +331,7 @@ def test_feedback_rows_in_sqlite(page: Page, ui_server, tmp_path: Path):
     shot(page, "06-feedback-fixed")
     fixed = rows(db, "fixed")
     assert fixed and fixed[-1][1] == "deepspeed-comm-dtype-fp32-loss-zero" and fixed[-1][5] == "ui"
+    assert json.loads(fixed[-1][6])["item"] == "deepspeed-comm-dtype-fp32-loss-zero"
 
 
 def test_bad_input_is_reported_and_the_chat_stays_usable(page: Page, tmp_path: Path):

@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.channels.auth import TokenGate
 from app.channels.errors import REQUEST_ID, ApiError, error_response
+from app.feedback import COMMENT_MAX_CHARS, ITEM_MAX_CHARS
 from app.models import Diagnosis
 from app.runtime import NotReady, State, Warmup, store_message
 from app.store import StoreError, StoreUnavailable
@@ -366,7 +367,10 @@ class FeedbackRequest(BaseModel):
     question: str = Field(default="", max_length=100_000)
     case_id: str | None = Field(default=None, max_length=200)
     answer: dict[str, Any] | None = Field(default=None, description="The Diagnosis JSON the feedback is about (optional).")
-    comment: str | None = Field(default=None, max_length=10_000)
+    item: str | None = Field(default=None, max_length=ITEM_MAX_CHARS, description="The case or thread-note id the feedback is about "
+                             "(a thumb on one cause, or the one that fixed it; defaults to case_id).", examples=["deepspeed-comm-dtype-fp32-loss-zero"])
+    comment: str | None = Field(default=None, max_length=COMMENT_MAX_CHARS, description="An optional one-line comment (stored redacted, "
+                                "line breaks folded into spaces).")
 
 
 class FeedbackResponse(BaseModel):
@@ -484,7 +488,7 @@ def plots_dir(state: State):
     return d
 
 
-def _with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
+def with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
     """Draw the run of the first attachment that has a series; keep a bounded number of charts for a bounded time."""
     from app.chart import alt_text, draw, first_run
 
@@ -552,7 +556,7 @@ def build_router(state: State, warm: Warmup) -> APIRouter:
             hist = [Turn(role=t.role, content=t.content) for t in req.history]
             t0 = time.perf_counter()
             d = diagnose(eng, req.question, atts, hist, lang=req.lang, top=req.top)
-            d = _with_plot(state, d, atts)
+            d = with_plot(state, d, atts)
             top = (d.causes or d.related or [None])[0]
             log.info("diagnosed in %.0fms: confident=%s top=%s", (time.perf_counter() - t0) * 1000, d.confident, top.case_id if top else None)
             return to_json(d)
@@ -640,8 +644,8 @@ def build_router(state: State, warm: Warmup) -> APIRouter:
         client = request.client.host if request.client else "?"
         if not feedback_limit.allow(client):
             raise ApiError(429, "too_many_requests", "too much feedback from this client; try again in a few seconds", {"Retry-After": "5"})
-        extra = {"comment": req.comment} if req.comment else None
-        rid = state.feedback.add(req.kind, req.question, answer=req.answer, case_id=req.case_id, channel="api", extra=extra)
+        rid = state.feedback.add(req.kind, req.question, answer=req.answer, case_id=req.case_id, channel="api",
+                                 item=req.item or req.case_id, comment=req.comment)
         log.info("feedback %s stored (row %d, case %s)", req.kind, rid, req.case_id)
         return FeedbackResponse(id=rid)
 

@@ -334,6 +334,34 @@ class SlackBot:
         if notes:
             blocks.insert(-1, {"type": "context", "elements": [{"type": "mrkdwn", "text": "\n".join(notes)[:2900]}]})
         self.post(client, channel, thread_ts, user, ephemeral, text=slack_text(d), blocks=blocks)
+        if atts and not ephemeral and thread_ts:  # a chart in a public thread would show a private answer's run
+            threading.Thread(target=self.upload_chart, args=(client, channel, thread_ts, d, atts), daemon=True,
+                             name="trainfix-slack-chart").start()
+
+    def upload_chart(self, client, channel: str, thread_ts: str, d: Diagnosis, atts: list) -> str | None:
+        """The run in the attachments, drawn by the API's code path, uploaded into the thread with Slack's external
+        upload flow (files.getUploadURLExternal, POST the bytes, files.completeUploadExternal with channel_id and
+        thread_ts). Runs after the answer is posted; a failure (e.g. no files:write scope) costs only the chart."""
+        from app.channels.api import plots_dir, with_plot
+
+        try:
+            drawn = with_plot(self.state, d, atts)
+            if not drawn.plot_url:
+                return None
+            png = plots_dir(self.state) / drawn.plot_url.rsplit("/", 1)[-1]
+            data = png.read_bytes()
+            resp = client.files_upload_v2(
+                channel=channel, thread_ts=thread_ts, file=data, filename="trainfix-run.png",
+                title="Your run" if d.language == "en" else "你的训练曲线", alt_txt=drawn.plot_alt[:1000],
+                initial_comment=drawn.plot_alt[:3000],
+            )
+            files = resp.get("files") or [{}]
+            fid = files[0].get("id") if isinstance(files, list) and files else None
+            log.info("chart uploaded to %s (thread %s): %s, %d bytes", channel, thread_ts, fid, len(data))
+            return fid
+        except Exception as e:  # noqa: BLE001 - the answer is already posted; the chart is a bonus
+            log.warning("chart upload to %s failed: %s", channel, e)
+            return None
 
     def post(self, client, channel: str, thread_ts: str | None, user: str, ephemeral: bool, text: str, blocks: list | None = None) -> None:
         kw: dict[str, Any] = {"channel": channel, "text": text}
@@ -431,7 +459,7 @@ class SlackBot:
         question = conv.question if conv else (body.get("message") or {}).get("text", "")
         row = self.state.feedback.add(
             kind, question, answer=to_json(conv.diagnosis) if conv else None, case_id=case_id, channel="slack",
-            extra={"user": user, "channel": channel, "thread": key},
+            extra={"user": user, "channel": channel, "thread": key}, item=case_id,  # the case or note the button is about
         )
         log.info("slack feedback %s on %s stored (row %d)", kind, case_id, row)
         thanks = {"up": "Thanks for the feedback.", "down": "Thanks — noted, this answer did not help.", "fixed": "Glad it is fixed — recorded."}[kind]

@@ -36,7 +36,25 @@ SMALL_KB = [
     "config_incompatibility/pure-bf16-with-zero3.md",
     "lr_schedule/qwen2-full-sft-lr-3e-4-generation-nan.md",
     "memory_oom/cuda-allocator-fragmentation-oom.md",
+    "loss_zero/trainer-nan-filter-logs-zero-loss.md",  # the run-upload test: a trainer_state.json with NaN from a known step
 ]
+
+
+def nan_trainer_state(nan_from: int = 210, spike_at: int = 200, last: int = 400) -> str:
+    """A trainer_state.json as the HF Trainer writes it: loss falls, grad_norm explodes at `spike_at`, then loss and
+    grad_norm are NaN from `nan_from` on (json.dumps writes NaN literals, as the Trainer does)."""
+    import json
+
+    hist = []
+    for s in range(10, last + 1, 10):
+        if s < spike_at:
+            e = {"epoch": s / 1000, "grad_norm": 1.5 + (s % 30) / 20, "learning_rate": 2e-05, "loss": round(2.3 - s * 0.004, 4), "step": s}
+        elif s < nan_from:
+            e = {"epoch": s / 1000, "grad_norm": 15230.0, "learning_rate": 2e-05, "loss": 9.81, "step": s}
+        else:
+            e = {"epoch": s / 1000, "grad_norm": float("nan"), "learning_rate": 2e-05, "loss": float("nan"), "step": s}
+        hist.append(e)
+    return json.dumps({"global_step": last, "log_history": hist}, indent=2)
 
 
 def small_kb(dest: Path) -> Path:
