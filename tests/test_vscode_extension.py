@@ -1,0 +1,117 @@
+"""The VS Code extension builds with its one documented command and packages what VS Code needs.
+
+Runs `bash editors/vscode/build.sh OUT.vsix` (npm from the registry; node_modules cached outside the clone in
+$TRAINFIX_BUILD_CACHE, default ~/.cache/trainfix, so a warm run skips `npm ci`), then reads the .vsix as VS Code
+would and runs the packaged, compiled options module on `trainfix lint --json` output of a real example file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXT = ROOT / "editors" / "vscode"
+LANGUAGES = {"json", "jsonc", "yaml", "shellscript", "python"}
+SETTINGS = {"trainfix.path", "trainfix.pythonPath", "trainfix.language", "trainfix.serverUrl", "trainfix.apiToken"}
+
+
+def _git_status() -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--ignored", "--", "editors/vscode"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    for tool in ("node", "npm", "git"):
+        assert shutil.which(tool), f"{tool} is not installed: the extension build needs Node.js >= 20 with npm"
+    out = tmp_path_factory.mktemp("vsix") / "trainfix.vsix"
+    before = _git_status()
+    t0 = time.perf_counter()
+    p = subprocess.run(["bash", str(EXT / "build.sh"), str(out)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    seconds = time.perf_counter() - t0
+    log = p.stdout + p.stderr
+    assert p.returncode == 0, f"build.sh failed ({p.returncode}):\n{log[-4000:]}"
+    print(f"\nbuild.sh took {seconds:.1f} s ({'warm' if 'up to date' in log else 'cold'})")
+    return {"vsix": out, "log": log, "stdout": p.stdout, "before": before, "after": _git_status(), "seconds": seconds}
+
+
+def test_vsix_is_built_where_asked_and_the_clone_stays_clean(build: dict) -> None:
+    assert build["vsix"].is_file() and zipfile.is_zipfile(build["vsix"])
+    assert build["stdout"].rstrip().endswith(f"vsix: {build['vsix']}"), "the last line names the .vsix"
+    assert build["after"] == build["before"], f"the build changed the clone:\n{build['after']}"
+
+
+def test_unit_tests_ran_and_passed(build: dict) -> None:
+    log = build["log"]
+    passed = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("# pass ")]
+    failed = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("# fail ")]
+    assert passed and passed[-1] >= 10, f"node --test did not report its tests:\n{log[-3000:]}"
+    assert failed == [0]
+    for name in ("local mode starts `trainfix lsp`", "server-URL mode starts no process", "zh: the setting"):
+        assert re.search(rf"^\s*ok \d+ - {re.escape(name)}", log, re.M), f"unit test did not pass: {name}"
+
+
+def test_manifest_contributes_languages_settings_and_commands(build: dict) -> None:
+    with zipfile.ZipFile(build["vsix"]) as z:
+        names = set(z.namelist())
+        manifest = json.loads(z.read("extension/package.json"))
+        main = z.read("extension/out/extension.js").decode()
+    assert {"extension/out/extension.js", "extension/out/options.js", "extension/readme.md"} <= names
+    assert "extension/node_modules/vscode-languageclient/package.json" in names, "the runtime dependency is packaged"
+    assert not [n for n in names if n.startswith(("extension/src/", "extension/out/test/"))], "sources and tests stay out"
+    assert not [n for n in names if "/node_modules/typescript/" in n or "/node_modules/@vscode/vsce/" in n], "no dev dependencies"
+    assert manifest["main"] == "./out/extension.js"
+    assert {e.split(":", 1)[1] for e in manifest["activationEvents"] if e.startswith("onLanguage:")} == LANGUAGES
+    assert manifest["engines"]["vscode"] == "^" + manifest["devDependencies"]["@types/vscode"], "engines.vscode and @types/vscode agree"
+    props = manifest["contributes"]["configuration"]["properties"]
+    assert SETTINGS <= set(props)
+    assert props["trainfix.language"]["enum"] == ["auto", "en", "zh"]
+    commands = {c["command"]: c["title"] for c in manifest["contributes"]["commands"]}
+    assert commands["trainfix.diagnoseFile"] == "Diagnose this file"
+    # the compiled extension reads exactly the settings it contributes, and calls the server's diagnose command
+    for key in SETTINGS:
+        assert f'"{key.split(".", 1)[1]}"' in (EXT / "src" / "options.ts").read_text(), key
+    assert 'createDiagnosticCollection("trainfix")' in main and '"trainfix.diagnose"' in main
+    # every dependency is pinned
+    for section in ("dependencies", "devDependencies"):
+        for name, ver in json.loads((EXT / "package.json").read_text())[section].items():
+            assert ver[0].isdigit(), f"{name} is not pinned: {ver}"
+
+
+def test_packaged_mapping_agrees_with_trainfix_lint(build: dict, tmp_path: Path) -> None:
+    """The .vsix's own options.js turns `trainfix lint --json` output into ranges on the flagged key."""
+    example = ROOT / "examples" / "ds_config.json"
+    lint = subprocess.run(
+        [sys.executable, "-m", "app.cli", "lint", "--json", str(example)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert lint.returncode in (0, 1), lint.stderr
+    api_diags = json.loads(lint.stdout)
+    with zipfile.ZipFile(build["vsix"]) as z:
+        z.extract("extension/out/options.js", tmp_path)
+    script = (
+        "const o = require(process.argv[1]); let s = ''; process.stdin.on('data', c => s += c);"
+        "process.stdin.on('end', () => console.log(JSON.stringify(o.lintResponseToDiagnostics({diagnostics: JSON.parse(s)}))));"
+    )
+    node = subprocess.run(
+        ["node", "-e", script, str(tmp_path / "extension" / "out" / "options.js")],
+        input=json.dumps(api_diags), capture_output=True, text=True, timeout=60, check=True,
+    )
+    mapped = json.loads(node.stdout)
+    assert len(mapped) == len(api_diags) >= 1
+    lines = example.read_text().splitlines()
+    (d,) = [m for m in mapped if isinstance(m["code"], dict) and m["code"]["value"] == "deepspeed-comm-dtype-fp32-loss-zero"]
+    r = d["range"]
+    assert lines[r["start"]["line"]][r["start"]["character"] : r["end"]["character"]].startswith('"communication_data_type"')
+    assert d["severity"] == 1, "a warning in VS Code's numbering"
+    assert d["code"]["target"].startswith("https://")
