@@ -57,7 +57,7 @@ async function start(): Promise<void> {
     diagnosticCollectionName: p.client.diagnosticCollectionName,
     outputChannel: output,
   };
-  const c = new LanguageClient("trainfix", "trainfix", serverOptions, clientOptions);
+  const c = new TrainfixClient(p.client.locale, serverOptions, clientOptions);
   try {
     await c.start();
     client = c;
@@ -129,6 +129,17 @@ async function diagnoseFile(): Promise<void> {
     await vscode.commands.executeCommand("markdown.showPreviewToSide", answer.uri);
   } catch {
     await vscode.window.showTextDocument(answer, vscode.ViewColumn.Beside);
+  }
+}
+
+/** A language client whose `initialize` carries the trainfix.language setting as `locale` (not VS Code's UI language). */
+class TrainfixClient extends LanguageClient {
+  constructor(private readonly trainfixLocale: string, serverOptions: ServerOptions, clientOptions: LanguageClientOptions) {
+    super("trainfix", "trainfix", serverOptions, clientOptions);
+  }
+
+  protected override getLocale(): string {
+    return this.trainfixLocale;
   }
 }
 

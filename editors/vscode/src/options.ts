@@ -85,6 +85,8 @@ export function isTrainfixDocument(languageId: string, scheme: string): boolean 
 /** The data part of vscode-languageclient's LanguageClientOptions. */
 export interface ClientOptionsData {
   documentSelector: DocumentFilter[];
+  /** Sent as `locale` in `initialize` (trainfix lsp takes its message language from it), instead of VS Code's UI language. */
+  locale: Lang;
   initializationOptions: { locale: Lang; lang: Lang };
   diagnosticCollectionName: string;
   outputChannelName: string;
@@ -130,7 +132,7 @@ export function plan(s: Settings, uiLanguage: string): LocalPlan | HttpPlan {
     server: serverExecutable(s),
     client: {
       documentSelector: documentSelector(),
-      // the client also sends VS Code's own `locale`; this carries the trainfix.language setting when it differs
+      locale: lang,
       initializationOptions: { locale: lang, lang },
       diagnosticCollectionName: "trainfix",
       outputChannelName: "trainfix",

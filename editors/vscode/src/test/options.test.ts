@@ -33,6 +33,7 @@ describe("settings → plan", () => {
     assert.equal(p.mode, "local");
     if (p.mode !== "local") return;
     assert.deepEqual(p.server, { command: "/opt/tf/.venv/bin/trainfix", args: ["lsp"] });
+    assert.equal(p.client.locale, "en");
     assert.deepEqual(p.client.initializationOptions, { locale: "en", lang: "en" });
     const langs = [...new Set(p.client.documentSelector.map((f) => f.language))];
     assert.deepEqual(langs, ["json", "jsonc", "yaml", "shellscript", "python"]);
@@ -54,7 +55,11 @@ describe("settings → plan", () => {
     for (const [setting, ui] of [["zh", "en"], ["auto", "zh-cn"], ["auto", "zh-TW"]] as const) {
       const p = o.plan(o.readSettings(cfg({ language: setting })), ui);
       assert.equal(p.lang, "zh", `${setting} under ${ui}`);
-      if (p.mode === "local") assert.deepEqual(p.client.initializationOptions, { locale: "zh", lang: "zh" });
+      assert.equal(p.mode, "local");
+      if (p.mode === "local") {
+        assert.equal(p.client.locale, "zh", "initialize's locale, which trainfix lsp reads");
+        assert.deepEqual(p.client.initializationOptions, { locale: "zh", lang: "zh" });
+      }
     }
     const en = o.plan(o.readSettings(cfg({ language: "en" })), "zh-cn");
     assert.equal(en.lang, "en", "an explicit en wins over a Chinese UI");
