@@ -7,6 +7,7 @@ holds the symptom, the end of a log holds the failure, the latest turns of a con
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -28,15 +29,15 @@ BUDGETS = Budgets()
 class Cut:
     """What a budget cut, for the answer's notes."""
 
-    notes_en: list[str] = field(default_factory=list)
-    notes_zh: list[str] = field(default_factory=list)
+    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (message key, parameters)
 
-    def add(self, en: str, zh: str) -> None:
-        self.notes_en.append(en)
-        self.notes_zh.append(zh)
+    def add(self, key: str, **params: Any) -> None:
+        self.notes.append((key, params))
 
     def get(self, lang: str) -> list[str]:
-        return self.notes_zh if lang == "zh" else self.notes_en
+        from app.messages import t
+
+        return [t(k, lang, **p) for k, p in self.notes]
 
 
 def cut_text(text: str, limit: int) -> tuple[str, bool]:

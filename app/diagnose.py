@@ -19,6 +19,8 @@ from app.fixes import fixes_for_user
 from app.kb import KB_DIR, iter_leaves
 from app.lang import detect_lang
 from app.lexical import tokenize
+from app.messages import has as has_msg
+from app.messages import t as msg
 from app.models import CauseOut, Citation, Diagnosis, Fact, Supporting
 from app.retrieve import Candidates, Engine
 
@@ -63,45 +65,7 @@ class Turn:
     attachments: list[Attachment] = field(default_factory=list)
 
 
-_SIGNAL_TEXT = {
-    "log.nan_loss": ("loss becomes NaN", "loss 变成 NaN"),
-    "log.inf_loss": ("loss becomes inf", "loss 变成 inf"),
-    "log.nan_grad_norm": ("grad norm is NaN", "梯度范数为 NaN"),
-    "log.loss_zero": ("loss drops to 0", "loss 降到 0"),
-    "log.loss_spike": ("loss spikes", "loss 突然尖峰"),
-    "log.loss_divergence": ("loss diverges and keeps rising", "loss 发散并持续上升"),
-    "log.loss_flat": ("loss does not change at all", "loss 完全不变"),
-    "log.loss_high": ("loss stays very high", "loss 一直很高"),
-    "log.dpo_loss_stuck": ("preference loss stuck at 0.693", "偏好 loss 卡在 0.693"),
-    "log.grad_norm_explosion": ("grad norm explodes", "梯度范数爆炸"),
-    "log.grad_norm_zero": ("grad norm is 0", "梯度范数为 0"),
-    "log.lr_zero": ("learning rate is 0", "学习率为 0"),
-    "log.loss_scale_at_minimum": ("fp16 loss scale at minimum, overflow keeps repeating", "fp16 loss scale 降到最小值，一直溢出"),
-    "log.overflow_count": ("fp16 gradient overflow, skipping steps", "fp16 梯度溢出、跳过 step"),
-    "log.prob_tensor_error": ("probability tensor contains inf, nan or element < 0 when sampling", "采样时 probability tensor 出现 inf/nan/负数"),
-    "log.nccl_timeout": ("NCCL collective timeout", "NCCL 通信超时"),
-    "log.oom": ("CUDA out of memory", "CUDA 显存不足"),
-    "log.kl_explosion": ("KL divergence explodes", "KL 爆炸"),
-    "log.entropy_collapse": ("policy entropy collapses", "策略熵坍塌"),
-    "log.reward_hacking": ("reward rises while responses degenerate", "奖励上升但回答退化"),
-    "log.rewards_accuracy_zero": ("reward accuracy stuck at 0", "rewards/accuracies 一直为 0"),
-    "log.eval_loss_nan": ("eval loss is NaN", "eval loss 为 NaN"),
-}
 
-_L = {
-    "en": {"signal": "Seen in your log", "tried": "Demoted: you said you already tried", "against": "Against this cause",
-           "none": "Not confident: nothing in the knowledge base matches this well.",
-           "lead": "Most likely: {title} — fix: {fix}",
-           "unsure": "Not confident: the closest lead is “{title}”; check it against the general checks below.",
-           "ver_in": "Your {pkg} {have} (`{where}`) is in the affected range {rng}",
-           "ver_out": "Unlikely: your {pkg} {have} (`{where}`) is outside the affected range {rng}"},
-    "zh": {"signal": "日志中发现", "tried": "已降低排名：你说已经尝试过", "against": "与此原因矛盾",
-           "none": "把握不大：知识库里没有与此很好匹配的内容。",
-           "lead": "最可能的原因：{title} —— 修复：{fix}",
-           "unsure": "把握不大：最接近的线索是「{title}」，请结合下面的通用检查核对。",
-           "ver_in": "你的 {pkg} 版本 {have}（`{where}`）在受影响范围 {rng} 内",
-           "ver_out": "可能性低：你的 {pkg} 版本 {have}（`{where}`）不在受影响范围 {rng} 内"},
-}
 
 
 @lru_cache(maxsize=1)
@@ -110,8 +74,7 @@ def _clarify_data() -> dict[str, Any]:
 
 
 def signal_text(key: str, lang: str) -> str:
-    en, zh = _SIGNAL_TEXT.get(key, (key, key))
-    return zh if lang == "zh" else en
+    return msg(f"signal.{key}", lang) if has_msg(f"signal.{key}") else key
 
 
 def gather(question: str, attachments: list[Attachment], history: list[Turn], max_bytes: int) -> tuple[str, str, FactSet, list[str]]:
@@ -162,7 +125,7 @@ def _retrieval_text(prose: str, earlier: str, facts: dict[str, Fact], lang: str,
         parts.append(earlier)
     if errors:
         parts.append(" ".join(errors))
-    sig = [signal_text(k, lang) for k in facts if k in _SIGNAL_TEXT]
+    sig = [signal_text(k, lang) for k in facts if has_msg(f"signal.{k}")]
     if sig:
         parts.append("; ".join(sig))
     return " ".join(p for p in parts if p).strip()
@@ -181,15 +144,14 @@ def _symptoms(a: Assessed, q: set[str], lang: str) -> list[str]:
 
 
 def _reason_text(r: Reason, lang: str) -> str | None:
-    lab = _L[lang]
     if r.key in ("trigger", "contradiction") and r.hit is not None:
         txt = r.hit.evidence(lang)
-        return f"{lab['against']}: {txt}" if r.key == "contradiction" else txt
+        return msg("reason.against", lang, text=txt) if r.key == "contradiction" else txt
     if r.key == "signal" and r.facts:
         f = r.facts[0]
-        return f"{lab['signal']}: {signal_text(f.key, lang)} (`{f.where()}`)"
+        return msg("reason.signal", lang, signal=signal_text(f.key, lang), where=f.where())
     if r.key in ("version_in", "version_out") and r.facts:
-        return lab["ver_in" if r.key == "version_in" else "ver_out"].format(pkg=r.params["pkg"], have=r.params["have"], rng=r.params["range"], where=r.facts[0].where())
+        return msg(f"reason.{r.key}", lang, pkg=r.params["pkg"], have=r.params["have"], rng=r.params["range"], where=r.facts[0].where())
     return None
 
 
@@ -200,7 +162,7 @@ def _cause_out(a: Assessed, lang: str, q_tokens: set[str], cite_from: int, files
         if t and t not in ev and not (r.key == "signal" and any(f"{r.facts[0].file}:{r.facts[0].line}" in e for e in ev)):
             ev.append(t)
     tried = a.reason("tried")
-    demoted = f"{_L[lang]['tried']}: “{tried.params['statement']}”" if tried else ""
+    demoted = msg("reason.tried", lang, statement=tried.params["statement"]) if tried else ""
     if a.note is not None:
         n = a.note
         return CauseOut(
@@ -248,25 +210,23 @@ def _clarify(ranked: list[Assessed], facts: dict[str, Fact], lang: str) -> dict[
 
 def _summary(d_causes: list[CauseOut], confident: bool, lang: str) -> str:
     """The answer's first line: the most likely cause and its fix, or an honest 'not confident'."""
-    lab = _L[lang]
     if not d_causes:
-        return lab["none"]
+        return msg("summary.none", lang)
     top = d_causes[0]
     fix = (top.fixes[0] if top.fixes else "").split("\n")[0]
     fix = fix if len(fix) <= 220 else fix[:217] + "…"
     if confident:
-        return lab["lead"].format(title=top.title, fix=fix)
-    return lab["unsure"].format(title=top.title)
+        return msg("summary.lead", lang, title=top.title, fix=fix)
+    return msg("summary.unsure", lang, title=top.title)
 
 
 def _apply_budgets(question: str, attachments: list[Attachment]) -> tuple[str, Cut]:
     cut = Cut()
     question, over = cut_text(question, BUDGETS.question_chars)
     if over:
-        cut.add(f"Your message was longer than {BUDGETS.question_chars:,} characters; only the first {BUDGETS.question_chars:,} were read.",
-                f"你的消息超过 {BUDGETS.question_chars:,} 个字符，只读取了前 {BUDGETS.question_chars:,} 个。")
+        cut.add("cut.question", limit=BUDGETS.question_chars)
     if len(attachments) > BUDGETS.attachments:
-        cut.add(f"Only the first {BUDGETS.attachments} of {len(attachments)} files were read.", f"{len(attachments)} 个文件中只读取了前 {BUDGETS.attachments} 个。")
+        cut.add("cut.attachments", limit=BUDGETS.attachments, n=len(attachments))
     return question, cut
 
 
@@ -277,7 +237,7 @@ def _budget_history(history: list[Turn], cut: Cut) -> list[Turn]:
     for t in reversed(history):
         n = len(t.content or "")
         if len(kept) >= BUDGETS.history_turns or size + n > BUDGETS.history_chars:
-            cut.add(f"Only the latest {len(kept)} earlier turn(s) of the conversation were read.", f"只读取了对话中最近的 {len(kept)} 轮。")
+            cut.add("cut.history", n=len(kept))
             break
         kept.append(t)
         size += n
@@ -372,9 +332,7 @@ def diagnose(
         also.append(co)
     notes = cut.get(lang) + [n.text(lang) for n in fs.files if not n.ok]
     if fs.redactions:
-        notes.append(
-            f"{fs.redactions} secret(s) (tokens/keys/passwords) were redacted from your files." if lang == "en" else f"已从你的文件中遮蔽 {fs.redactions} 处密钥/令牌/密码。"
-        )
+        notes.append(msg("note.redacted", lang, n=fs.redactions))
     data = _clarify_data()
     supporting = [
         Supporting(article_id=art["id"], title=art["title"], source=art["source"], score=round(sc, 4), snippet=_snippet(art, lang))
