@@ -25,8 +25,8 @@ def test_every_message_has_both_languages_with_the_same_placeholders():
 def test_keys_used_in_code_exist():
     used = set()
     for p in (ROOT / "app").rglob("*.py"):
-        used |= set(re.findall(r"""\bmsg\(\s*["']([a-z_.0-9]+)["']""", p.read_text(encoding="utf-8")))
-        used |= set(re.findall(r"""\bcut\.add\(\s*["']([a-z_.0-9]+)["']""", p.read_text(encoding="utf-8")))
+        used |= set(re.findall(r"""\bmsg\(\s*["']([a-z_0-9]+\.[a-z_.0-9]+)["']""", p.read_text(encoding="utf-8")))
+        used |= set(re.findall(r"""\bcut\.add\(\s*["']([a-z_0-9]+\.[a-z_.0-9]+)["']""", p.read_text(encoding="utf-8")))
     assert used, "no message keys found in app/: the scan is broken"
     assert not used - set(CATALOG), sorted(used - set(CATALOG))
 
