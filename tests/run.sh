@@ -7,8 +7,8 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install -q -U pip
 .venv/bin/pip install -q --no-compile "torch==2.13.0"   # the CPU wheel first, so nothing pulls a CUDA build
 .venv/bin/pip install -q --no-compile -e '.[serve,lsp,st,eval,test]'
-if ! command -v chromium >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then
-  (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei jq >/dev/null) || echo "warning: could not install chromium/jq; browser and docs tests will fail"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1 || ! command -v nvim >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei jq neovim >/dev/null) || echo "warning: could not install chromium/jq/neovim; browser, docs and editor tests will fail or skip"
 fi
 export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=False
 TMP_ROOT="$(mktemp -d)"
