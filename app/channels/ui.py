@@ -12,6 +12,7 @@ import logging
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import gradio as gr
 
@@ -177,7 +178,7 @@ def chart_markdown(state: State, d: Diagnosis, atts: list[Attachment]) -> str:
         return ""
     path = plots_dir(state) / drawn.plot_url.rsplit("/", 1)[-1]
     alt = drawn.plot_alt.replace("[", "(").replace("]", ")")
-    return f"![{alt}](/gradio_api/file={path.as_posix()} \"{labels(d.language)['chart']}\")"
+    return f"![{alt}](/gradio_api/file={quote(path.as_posix())} \"{labels(d.language)['chart']}\")"
 
 
 def _problems_only(problems: list[str], lang: str, extra: str = "") -> str:
@@ -214,14 +215,15 @@ CSS = """
 #tf-chat details.tf-card { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 4px 10px; margin: 6px 0; }
 #tf-chat details.tf-card > summary { cursor: pointer; list-style-position: outside; margin-left: 1em; }
 #tf-chat details.tf-card[open] > summary { margin-bottom: 6px; }
-#tf-chat img[src*="/plots/"] { width: min(100%, 560px); max-width: 100%; max-height: none; height: auto; }
+#tf-chat img[src*="/plots/"] { width: min(100%, 480px); max-width: 100%; max-height: none; height: auto; }
 #tf-chat pre, #tf-chat pre code { white-space: pre-wrap !important; word-break: break-word; overflow-x: hidden; }
 .tf-example { white-space: normal !important; text-align: left; }
 body, .gradio-container { overflow-x: hidden; }
 @media (max-width: 600px) {
   #tf-chat { height: calc(100dvh - 360px) !important; min-height: 300px; }
-  .gradio-container { padding: 4px !important; }
+  .gradio-container, .gradio-container .main { padding-left: 6px !important; padding-right: 6px !important; }
   #tf-header h2 { font-size: 1.15rem; }
+  #tf-chat .message-content .prose, #tf-chat .message-content .prose * { font-size: 15px; line-height: 1.45; }
 }
 """
 

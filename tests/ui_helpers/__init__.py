@@ -40,9 +40,10 @@ SMALL_KB = [
 ]
 
 
-def nan_trainer_state(nan_from: int = 210, spike_at: int = 200, last: int = 400) -> str:
+def nan_trainer_state(nan_from: int = 210, spike_at: int = 200, last: int = 400, filtered: bool = False) -> str:
     """A trainer_state.json as the HF Trainer writes it: loss falls, grad_norm explodes at `spike_at`, then loss and
-    grad_norm are NaN from `nan_from` on (json.dumps writes NaN literals, as the Trainer does)."""
+    grad_norm are NaN from `nan_from` on (json.dumps writes NaN literals, as the Trainer does). `filtered`: the loss
+    is logged as 0.0 instead, as the Trainer's default logging_nan_inf_filter does, while grad_norm stays NaN."""
     import json
 
     hist = []
@@ -52,7 +53,7 @@ def nan_trainer_state(nan_from: int = 210, spike_at: int = 200, last: int = 400)
         elif s < nan_from:
             e = {"epoch": s / 1000, "grad_norm": 15230.0, "learning_rate": 2e-05, "loss": 9.81, "step": s}
         else:
-            e = {"epoch": s / 1000, "grad_norm": float("nan"), "learning_rate": 2e-05, "loss": float("nan"), "step": s}
+            e = {"epoch": s / 1000, "grad_norm": float("nan"), "learning_rate": 2e-05, "loss": 0.0 if filtered else float("nan"), "step": s}
         hist.append(e)
     return json.dumps({"global_step": last, "log_history": hist}, indent=2)
 
