@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import API_TOKEN
 
 ROOT = Path(__file__).resolve().parent.parent
 EXT = ROOT / "editors" / "vscode"
@@ -115,3 +116,44 @@ def test_packaged_mapping_agrees_with_trainfix_lint(build: dict, tmp_path: Path)
     assert lines[r["start"]["line"]][r["start"]["character"] : r["end"]["character"]].startswith('"communication_data_type"')
     assert d["severity"] == 1, "a warning in VS Code's numbering"
     assert d["code"]["target"].startswith("https://")
+
+
+HTTP_MODE = """
+const o = require(process.argv[1]);
+const [url, token, content] = process.argv.slice(2);
+(async () => {
+  const out = {};
+  const p = o.plan(o.readSettings((k) => ({serverUrl: url, apiToken: token, language: "zh"})[k]), "en");
+  const lint = await o.postJson(fetch, p.lintUrl, o.lintBody(o.fileNameFor("/home/me/proj/ds_config.json", "json"), content, p.lang), p.headers, 60000);
+  out.lint = lint.ok ? o.lintResponseToDiagnostics(lint.json) : lint;
+  const noToken = o.plan(o.readSettings((k) => ({serverUrl: url})[k]), "en");
+  out.denied = await o.postJson(fetch, noToken.lintUrl, o.lintBody("ds_config.json", content, "en"), noToken.headers, 60000);
+  const body = o.diagnoseBody("Qwen-7B full fine-tune: loss goes to 0 after ~10 steps", "ds_config.json", content, p.diagnoseLang);
+  const d = await o.postJson(fetch, p.diagnoseUrl, body, p.headers, 120000);
+  out.diagnose = d.ok ? o.diagnosisToMarkdown(d.json) : d;
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+def test_server_url_mode_against_trainfix_serve(build: dict, api_server, tmp_path: Path) -> None:
+    """The packaged HTTP mode's requests are accepted by the real API and its answers map to ranges and Markdown."""
+    with zipfile.ZipFile(build["vsix"]) as z:
+        z.extract("extension/out/options.js", tmp_path)
+    example = ROOT / "examples" / "ds_config.json"
+    r = subprocess.run(
+        ["node", "-e", HTTP_MODE, str(tmp_path / "extension" / "out" / "options.js"), api_server.url, API_TOKEN, example.read_text()],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert isinstance(out["lint"], list), out["lint"]
+    (d,) = [x for x in out["lint"] if isinstance(x["code"], dict) and x["code"]["value"] == "deepspeed-comm-dtype-fp32-loss-zero"]
+    line = example.read_text().splitlines()[d["range"]["start"]["line"]]
+    assert line[d["range"]["start"]["character"]:].startswith('"communication_data_type"')
+    assert re.search(r"[\u4e00-\u9fff]", d["message"]), "trainfix.language zh gives a Chinese message"
+    assert out["denied"]["ok"] is False and out["denied"]["status"] == 401 and out["denied"]["code"] == "unauthorized"
+    md = out["diagnose"]
+    assert isinstance(md, str), md
+    assert "deepspeed-comm-dtype-fp32-loss-zero" in md and "https://github.com/QwenLM/Qwen/issues/967" in md
+    assert re.search(r"[\u4e00-\u9fff]", md), "lang zh is sent to /v1/diagnose"

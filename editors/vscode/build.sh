@@ -13,7 +13,7 @@ set -euo pipefail
 
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$SRC/../.." && pwd)"
-CACHE_ROOT="${TRAINFIX_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trainfix}"
+CACHE_ROOT="${TRAINFIX_BUILD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/trainfix}"
 mkdir -p "$CACHE_ROOT"
 CACHE="$(cd "$CACHE_ROOT" && pwd)/vscode"
 case "$CACHE/" in
@@ -29,6 +29,7 @@ OUT="${1:-${TRAINFIX_VSIX:-$CACHE/trainfix-$VERSION.vsix}}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 WORK="$CACHE/work"
 mkdir -p "$WORK" "$(dirname "$OUT")"
+if command -v flock >/dev/null; then exec 9>"$CACHE/.lock" && flock 9; fi   # one build at a time per cache
 t0=$(date +%s%N)
 
 # sources: replace everything but node_modules, so a removed file does not linger
