@@ -21,7 +21,8 @@ def one_line(text: Any, limit: int = COMMENT_MAX_CHARS) -> str:
     """A user's comment as one redacted line: whitespace runs (newlines too) become one space, cut to `limit`."""
     if not isinstance(text, str):
         return ""
-    return redact(" ".join(text.split())[: limit * 2])[0][:limit]
+    # redact first, on the text as written (a multi-line secret is still recognised), then fold and cut
+    return " ".join(redact(text[:MAX_STORED_CHARS])[0].split())[:limit]
 
 
 def _clean(text: str) -> str:

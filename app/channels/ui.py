@@ -3,7 +3,11 @@
 `build_ui(state)` returns the Blocks; app/channels/server.py mounts it with `gr.mount_gradio_app(app, ui, path="/")`.
 Every turn calls `diagnose()` with the whole conversation so far (earlier messages and files), so a follow-up such as
 "I already removed communication_data_type" re-ranks the causes. Channels only translate: the answer is
-`app.render.to_markdown` plus the bad-input messages and a "what I read from your files" section.
+`app.render.to_markdown(cards=True)` (the verdict first, each cause a <details> card, only the first open) plus the
+bad-input messages and a "what I read from your files" section. When the turn's files hold a run, its chart is drawn
+by the API's code path (`app.channels.api.with_plot`) after the answer is on screen and then shown inside it. A
+clarifying question ends the answer and carries its quick replies as the message's options, so Gradio shows them
+under that question on the latest answer only. Feedback records the item (case or thread note) and a one-line comment.
 """
 
 from __future__ import annotations
