@@ -256,9 +256,12 @@ def _deepest(root: yaml.MappingNode, key: str) -> tuple[yaml.MappingNode, list[s
     return root, parts
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: same marks (in characters), 25x faster
+
+
 def _compose(text: str) -> yaml.Node | None:
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return yaml.compose(text, Loader=_LOADER)
     except (yaml.YAMLError, RecursionError):
         return None
 
