@@ -113,8 +113,9 @@ def _card(i: int, c: CauseOut, lang: str, lines: dict[str, Fact], open_: bool) -
     line leads "why it matched". Markdown inside the <details> is kept apart by blank lines so it still renders."""
     L = labels(lang)
     title = f"{L['note_head']}: {c.title}" if c.kind == "note" else c.title
-    meta = [f"{L['likelihood'].capitalize()}: {L['likely'].get(c.likelihood, c.likelihood)}"] if c.likelihood else []
-    meta.append(f"{L['evidence_level']}: {L['levels'].get(c.evidence_level, c.evidence_level)}")
+    colon = "：" if lang == "zh" else ": "
+    meta = [f"{L['likelihood'].capitalize()}{colon}{L['likely'].get(c.likelihood, c.likelihood)}"] if c.likelihood else []
+    meta.append(f"{L['evidence_level']}{colon}{L['levels'].get(c.evidence_level, c.evidence_level)}")
     head = f"<summary><strong>{i}. {html.escape(title, quote=False)}</strong> · <em>{html.escape(' · '.join(meta), quote=False)}</em></summary>"
     out = [f"<details class=\"tf-card\"{' open' if open_ else ''}>", head, "", c.cause]
     if c.kind == "note" and c.resolution:

@@ -365,3 +365,24 @@ def test_bad_input_is_reported_and_the_chat_stays_usable(page: Page, tmp_path: P
 
     page.click("#tf-new")
     expect(page.locator(BOT)).to_have_count(0, timeout=WAIT)
+
+
+def test_chart_and_cards_speak_the_questions_language(ui_server):
+    """The same code path the page uses, for a Chinese question: the chart's alt text names the step in Chinese, the
+    verdict leads, the chart comes before the cards, one card open, headers with the likelihood and evidence level."""
+    from app.channels.ui import chart_markdown, render_answer
+    from app.diagnose import diagnose
+    from app.facts import Attachment
+
+    atts = [Attachment(name="trainer_state.json", content=nan_trainer_state(nan_from=210, filtered=True))]
+    d = diagnose(ui_server.state.engine(), "loss 突然变成 0，grad_norm 是 nan，怎么回事？", atts)
+    assert d.language == "zh"
+    chart = chart_markdown(ui_server.state, d, atts)
+    assert "第 210 步起 grad_norm 为 NaN" in chart and chart.startswith("![trainer_state.json 的训练曲线")
+    body = render_answer(d, [], chart)
+    assert body.startswith(("**最可能的原因：", "**把握不大："))
+    assert body.index("![") < body.index("<details") < body.index("</details>")
+    assert body.count('<details class="tf-card" open>') == 1 and body.count('<details class="tf-card">') >= 1
+    assert "可能性：" in body and "可信度：" in body
+    assert ("可能性：高" in body) == d.confident  # high only for the lead of a confident answer
+    assert render_answer(d, []).count("![") == 0  # without a drawn chart, no image
