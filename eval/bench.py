@@ -85,20 +85,21 @@ def peak_mb() -> float:
 # ---------------------------------------------------------------- building grown indexes
 
 
-def real_units(settings) -> tuple[list[str], list[str], list[dict], np.ndarray, list]:
+def real_units(settings) -> tuple[list[str], list[str], list[dict], np.ndarray, list, list]:
     from app.embeddings import make_embedder
     from app.store import Store
 
     store = Store(settings, make_embedder(settings.embedder, settings.threads))
     got = store.collection.get(include=["documents", "metadatas", "embeddings"])
-    return got["ids"], got["documents"], got["metadatas"], np.asarray(got["embeddings"], dtype=np.float32), store.read_cards()
+    return (got["ids"], got["documents"], got["metadatas"], np.asarray(got["embeddings"], dtype=np.float32),
+            store.read_cards(), store.read_notes())
 
 
 def build_grown(home: Path, size: int, base, settings_cls, emb) -> float:
     """An index of `size` units: the real ones, then variants. Returns seconds spent writing."""
     from app.store import Store
 
-    ids, docs, metas, vecs, cards = base
+    ids, docs, metas, vecs, cards, notes = base
     rng = np.random.default_rng(size)
     prng = random.Random(size)
     settings = settings_cls(home=home)
@@ -110,8 +111,9 @@ def build_grown(home: Path, size: int, base, settings_cls, emb) -> float:
     for i, m in enumerate(metas):
         by_case.setdefault(m["case_id"], []).append(i)
     case_list = sorted(by_case)
-    new_cards = list(cards)
+    new_cards, new_notes = list(cards), list(notes)
     card_by_id = {c.id: c for c in cards}
+    note_by_id = {n.id: n for n in notes}  # a unit whose item has no card is not ranked: notes need variants too
     k = 0
     while len(out_ids) < size:
         k += 1
@@ -121,6 +123,8 @@ def build_grown(home: Path, size: int, base, settings_cls, emb) -> float:
             vid = f"{cid[:72]}-v{k}"
             if cid in card_by_id:
                 new_cards.append(card_by_id[cid].model_copy(update={"id": vid}))
+            elif cid in note_by_id:
+                new_notes.append(note_by_id[cid].model_copy(update={"id": vid}))
             for i in by_case[cid]:
                 if len(out_ids) >= size:
                     break
@@ -134,7 +138,7 @@ def build_grown(home: Path, size: int, base, settings_cls, emb) -> float:
     out_ids, out_docs, out_metas, out_vecs = out_ids[:size], out_docs[:size], out_metas[:size], out_vecs[:size]
     store.add_vectors(out_ids, out_docs, out_metas, [v.tolist() for v in out_vecs])
     used = {m["case_id"] for m in out_metas}
-    store.write_cards([c for c in new_cards if c.id in used], "bench")
+    store.write_cards([c for c in new_cards if c.id in used], "bench", notes=[n for n in new_notes if n.id in used])
     store.write_manifest(embedder=emb.id, complete=True, units=size)
     return time.perf_counter() - t0
 
