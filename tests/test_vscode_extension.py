@@ -2,7 +2,8 @@
 
 Runs `bash editors/vscode/build.sh OUT.vsix` (npm from the registry; node_modules cached outside the clone in
 $TRAINFIX_BUILD_CACHE, default ~/.cache/trainfix, so a warm run skips `npm ci`), then reads the .vsix as VS Code
-would and runs the packaged, compiled options module on `trainfix lint --json` output of a real example file.
+would: the packaged options.js plans the requests of both modes, which go to a real `trainfix serve` (server-URL
+mode) and a real `trainfix lsp` (local mode, over the packaged vscode-jsonrpc) for a real example file.
 """
 
 from __future__ import annotations
@@ -90,34 +91,6 @@ def test_manifest_contributes_languages_settings_and_commands(build: dict) -> No
             assert ver[0].isdigit(), f"{name} is not pinned: {ver}"
 
 
-def test_packaged_mapping_agrees_with_trainfix_lint(build: dict, tmp_path: Path) -> None:
-    """The .vsix's own options.js turns `trainfix lint --json` output into ranges on the flagged key."""
-    example = ROOT / "examples" / "ds_config.json"
-    lint = subprocess.run(
-        [sys.executable, "-m", "app.cli", "lint", "--json", str(example)], cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
-    assert lint.returncode in (0, 1), lint.stderr
-    api_diags = json.loads(lint.stdout)
-    with zipfile.ZipFile(build["vsix"]) as z:
-        z.extract("extension/out/options.js", tmp_path)
-    script = (
-        "const o = require(process.argv[1]); let s = ''; process.stdin.on('data', c => s += c);"
-        "process.stdin.on('end', () => console.log(JSON.stringify(o.lintResponseToDiagnostics({diagnostics: JSON.parse(s)}))));"
-    )
-    node = subprocess.run(
-        ["node", "-e", script, str(tmp_path / "extension" / "out" / "options.js")],
-        input=json.dumps(api_diags), capture_output=True, text=True, timeout=60, check=True,
-    )
-    mapped = json.loads(node.stdout)
-    assert len(mapped) == len(api_diags) >= 1
-    lines = example.read_text().splitlines()
-    (d,) = [m for m in mapped if isinstance(m["code"], dict) and m["code"]["value"] == "deepspeed-comm-dtype-fp32-loss-zero"]
-    r = d["range"]
-    assert lines[r["start"]["line"]][r["start"]["character"] : r["end"]["character"]].startswith('"communication_data_type"')
-    assert d["severity"] == 1, "a warning in VS Code's numbering"
-    assert d["code"]["target"].startswith("https://")
-
-
 HTTP_MODE = """
 const o = require(process.argv[1]);
 const [url, token, content] = process.argv.slice(2);
@@ -157,3 +130,53 @@ def test_server_url_mode_against_trainfix_serve(build: dict, api_server, tmp_pat
     assert isinstance(md, str), md
     assert "deepspeed-comm-dtype-fp32-loss-zero" in md and "https://github.com/QwenLM/Qwen/issues/967" in md
     assert re.search(r"[\u4e00-\u9fff]", md), "lang zh is sent to /v1/diagnose"
+
+
+# Local mode without VS Code (which cannot be installed here): the packaged options.js plans the process and the
+# initialize parameters, and the packaged vscode-jsonrpc (the JSON-RPC layer of vscode-languageclient) talks to it.
+LOCAL_MODE = """const ext = process.argv[1];
+const o = require(ext + "/out/options.js");
+const { spawn } = require("node:child_process");
+const rpc = require(ext + "/node_modules/vscode-jsonrpc/node");
+const [trainfix, file, uiLang, language] = process.argv.slice(2);
+(async () => {
+  const p = o.plan(o.readSettings((k) => ({ path: trainfix, language })[k]), uiLang);
+  const child = spawn(p.server.command, p.server.args, { stdio: ["pipe", "pipe", "inherit"] });
+  const conn = rpc.createMessageConnection(new rpc.StreamMessageReader(child.stdout), new rpc.StreamMessageWriter(child.stdin));
+  const got = new Promise((resolve) => conn.onNotification("textDocument/publishDiagnostics", (x) => { if (x.diagnostics.length) resolve(x); }));
+  conn.onRequest(() => null);
+  conn.listen();
+  const t0 = Date.now();
+  const init = await conn.sendRequest("initialize", { processId: process.pid, locale: p.client.locale, initializationOptions: p.client.initializationOptions, rootUri: null, capabilities: {} });
+  const initMs = Date.now() - t0;
+  conn.sendNotification("initialized", {});
+  const uri = "file://" + file;
+  conn.sendNotification("textDocument/didOpen", { textDocument: { uri, languageId: "json", version: 1, text: require("node:fs").readFileSync(file, "utf8") } });
+  const d = await got;
+  const hover = await conn.sendRequest("textDocument/hover", { textDocument: { uri }, position: d.diagnostics[0].range.start });
+  console.log(JSON.stringify({ plan: p, initMs, caps: Object.keys(init.capabilities), diagnostics: o.lintResponseToDiagnostics(d), hover }));
+  await conn.sendRequest("shutdown");
+  conn.sendNotification("exit");
+  setTimeout(() => { child.kill(); process.exit(0); }, 500);
+})();
+"""
+
+
+def test_local_mode_plan_starts_trainfix_lsp_in_the_chosen_language(build: dict, tmp_path: Path) -> None:
+    """trainfix.path + trainfix.language=zh under an English UI: the planned `trainfix lsp` answers in Chinese."""
+    with zipfile.ZipFile(build["vsix"]) as z:
+        z.extractall(tmp_path)
+    example = ROOT / "examples" / "ds_config.json"
+    trainfix = Path(sys.executable).with_name("trainfix")
+    r = subprocess.run(
+        ["node", "-e", LOCAL_MODE, str(tmp_path / "extension"), str(trainfix), str(example), "en", "zh"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["plan"]["server"] == {"command": str(trainfix), "args": ["lsp"]}
+    assert out["plan"]["client"]["locale"] == "zh"
+    assert {"hoverProvider", "codeActionProvider", "executeCommandProvider"} <= set(out["caps"])
+    (d,) = [x for x in out["diagnostics"] if isinstance(x["code"], dict) and x["code"]["value"] == "deepspeed-comm-dtype-fp32-loss-zero"]
+    assert d["range"]["start"]["line"] == next(i for i, line in enumerate(example.read_text().splitlines()) if "communication_data_type" in line)
+    assert re.search(r"[\u4e00-\u9fff]", d["message"]) and re.search(r"[\u4e00-\u9fff]", out["hover"]["contents"]["value"])
