@@ -101,11 +101,11 @@ def pick(data: dict[str, Any], entry: int | None, path: Path) -> dict[str, Any]:
 
 def draft_case_from_entry(e: dict[str, Any], category: str | None = None) -> tuple[str, str, str]:
     """(case id, category, file text) of a draft case started from one review entry."""
-    question = " ".join(str(e.get("question") or "").split())
+    question = " ".join(str(e.get("question") or "").split())[:2000]
     if not question:
         raise ReviewError(f"entry {e.get('id')}: no question to start a case from")
     lang = "zh" if e.get("language") == "zh" else "en"
-    shown = [s for s in e.get("shown") or [] if isinstance(s, dict)]
+    shown = [s for s in (e.get("shown") if isinstance(e.get("shown"), list) else []) if isinstance(s, dict)]
     item = next((s for s in shown if s.get("id") == e.get("item")), None)
     fixed = e.get("kind") == "fixed"
     cat = category or ((item or {}).get("category") if fixed else None) or _guess_category(question + " " + str(e.get("comment") or ""))
@@ -113,7 +113,8 @@ def draft_case_from_entry(e: dict[str, Any], category: str | None = None) -> tup
         raise ReviewError(f"unknown category {cat!r}; see kb/taxonomy.yaml")
     cid = f"draft-feedback-{e.get('id')}-{_slug(question, 40)}".strip("-")[:80]
     title = question if len(question) <= 120 else question[:117] + "..."
-    atts = [Attachment(name=str(k), content=str(v)) for k, v in (e.get("attachments") or {}).items()]
+    given = e.get("attachments") if isinstance(e.get("attachments"), dict) else {}
+    atts = [Attachment(name=str(k), content=str(v)) for k, v in list(given.items())[:20]]
     facts = read_attachments(atts).shown() if atts else []
     src = (item or {}).get("source", "") if fixed else ""  # a confirmed fix points at its case's source; else a placeholder
     source = {"url": src, "title": f"TODO: replace with the report behind trainfix feedback #{e.get('id')} (related: {(item or {}).get('id') or 'the answer shown'})",
@@ -143,7 +144,7 @@ def draft_case_from_entry(e: dict[str, Any], category: str | None = None) -> tup
         notes.append(f"- The answer's first line: {e['summary']}")
     if shown:
         notes.append("- Shown, in order: " + "; ".join(f"`{s.get('id')}` ({s.get('likelihood') or '-'})" for s in shown[:6]))
-    conv = [c for c in e.get("conversation") or [] if c and c != e.get("question")]
+    conv = [c for c in (e.get("conversation") if isinstance(e.get("conversation"), list) else []) if isinstance(c, str) and c and c != e.get("question")]
     if conv:
         notes.append("- Earlier in the conversation: " + " / ".join(" ".join(c.split())[:200] for c in conv[-3:]))
     if facts:

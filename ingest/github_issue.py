@@ -156,7 +156,7 @@ def draft_from_file(path: Path, out: Path | None = None, category: str | None = 
     """A draft case from a GitHub issue JSON, or from one entry (`entry`) of a `trainfix feedback export --review` file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         data = None  # load_issue reports it
     from ingest.feedback_review import draft_from_review, is_review
 
