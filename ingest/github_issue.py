@@ -67,6 +67,8 @@ def load_issue(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise DraftError(f"{path}: no such file") from e
     except json.JSONDecodeError as e:
         raise DraftError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from e
+    except (ValueError, RecursionError) as e:  # not UTF-8, a 4,300+-digit number, nesting past the recursion limit
+        raise DraftError(f"{path}: not readable as JSON ({str(e).split(':')[0][:120]})") from e
     if isinstance(data, dict) and "issue" in data:
         issue, comments = data["issue"], data.get("comments") or []
     elif isinstance(data, dict):
@@ -74,7 +76,11 @@ def load_issue(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         comments = data["comments"] if isinstance(data.get("comments"), list) else []
         for cand in (path.with_name(path.stem + ".comments.json"), path.with_name(path.stem + "_comments.json")):
             if not comments and cand.exists():
-                comments = json.loads(cand.read_text(encoding="utf-8"))
+                try:
+                    comments = json.loads(cand.read_text(encoding="utf-8"))
+                except (ValueError, RecursionError) as e:
+                    raise DraftError(f"{cand}: not readable as JSON ({str(e).split(':')[0][:120]})") from e
+                comments = comments if isinstance(comments, list) else []
     else:
         raise DraftError(f"{path}: expected a GitHub issue object (the JSON of GET /repos/OWNER/REPO/issues/N)")
     for key in ("html_url", "title"):

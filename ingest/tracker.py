@@ -114,6 +114,10 @@ def load_export(path: Path) -> list[Thread]:
                 items.append((json.loads(line), f"{path.name}:{n}"))
             except json.JSONDecodeError as e:
                 raise TrackerError(f"{path.name}:{n}: not JSON ({e.msg}); give a JSON list or one JSON object per line") from e
+            except (ValueError, RecursionError) as e:
+                raise TrackerError(f"{path.name}:{n}: not readable as JSON ({str(e).split(':')[0][:120]})") from e
+    except (ValueError, RecursionError) as e:  # a 4,300+-digit number, nesting past the recursion limit
+        raise TrackerError(f"{path.name}: not readable as JSON ({str(e).split(':')[0][:120]})") from e
     out = []
     for d, where in items:
         if not isinstance(d, dict):

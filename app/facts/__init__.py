@@ -139,7 +139,7 @@ def _json_ok(s: str) -> bool:
     try:
         json.loads(s)
         return True
-    except ValueError:
+    except (ValueError, RecursionError):
         return bool(re.match(r'^\{\s*"', s))
 
 
@@ -149,7 +149,7 @@ def _py_ok(s: str) -> bool:
     try:
         ast.parse(s)
         return True
-    except SyntaxError:
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return bool(re.search(r"\w+(Config|Arguments)\(|from_pretrained\(", s))
 
 
@@ -216,6 +216,8 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
                 raise ParseError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", e.lineno, e.colno) from e
             except RecursionError as e:
                 raise ParseError("the JSON is nested too deeply to read", 1, 1) from e
+            except ValueError as e:  # an integer past Python's 4,300-digit limit
+                raise ParseError(f"the JSON holds a number too long to read ({str(e).split(':')[0]})", 1, 1) from e
             facts = read_trainer_state(text, data, name)
         elif kind in ("json", "yaml"):
             facts, data = parse_structured(text, name, kind)

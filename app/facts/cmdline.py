@@ -35,6 +35,11 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _is_mark(tok: str) -> bool:
+    """The line-number mark _logical_lines puts after a continuation (a NUL in the user's own text is not one)."""
+    return tok.startswith("\x00") and 1 < len(tok) < 12 and tok[1:].isascii() and tok[1:].isdigit()
+
+
 MAX_SHLEX = 20_000  # shlex grows tokens by concatenation: past this a line is split on whitespace (linear)
 
 
@@ -57,7 +62,7 @@ def parse_cmdline(text: str, file: str) -> list[Fact]:
         i = 0
         while i < len(toks):
             tok = toks[i]
-            if tok.startswith("\x00"):
+            if _is_mark(tok):
                 line_no = int(tok[1:])
                 i += 1
                 continue
@@ -72,7 +77,7 @@ def parse_cmdline(text: str, file: str) -> list[Fact]:
                 else:
                     flag = tok[2:]
                     j = i + 1
-                    while j < len(toks) and toks[j].startswith("\x00"):
+                    while j < len(toks) and _is_mark(toks[j]):
                         j += 1
                     if j < len(toks) and not toks[j].startswith("-"):
                         value, i = toks[j], j

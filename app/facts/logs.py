@@ -232,7 +232,10 @@ class LogReader:
         for i, rec in enumerate(records):
             if not isinstance(rec, dict):
                 continue
-            step = float(rec.get("step", i + 1))
+            try:
+                step = float(rec.get("step", i + 1))
+            except (TypeError, ValueError, OverflowError):
+                step = float(i + 1)  # a step that is not a number: the entry's position stands in
             n = line_of.get(i, 0)
             text = json.dumps(rec)[:300]
             for name, val in rec.items():
@@ -241,7 +244,7 @@ class LogReader:
                     continue
                 try:
                     v = float(val) if not isinstance(val, str) else _f(val)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     continue
                 self.point(ser, step, v, n, text)
 

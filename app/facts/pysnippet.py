@@ -27,7 +27,7 @@ _OPT_KW = {"lr": "train.learning_rate", "eps": "train.adam_epsilon", "weight_dec
 def _value(node: ast.AST) -> Any:
     try:
         return ast.literal_eval(node)
-    except (ValueError, SyntaxError, TypeError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
     if isinstance(node, ast.Attribute):  # torch.bfloat16 -> "bfloat16"; tokenizer.eos_token -> "tokenizer.eos_token"
         base = ast.unparse(node)
@@ -51,13 +51,14 @@ def _fact(key: str, value: Any, file: str, line: int, lines: list[str]) -> Fact:
 
 
 def parse_python(text: str, file: str) -> list[Fact]:
+    """Facts from a Python snippet; raises SyntaxError when it cannot be read (its only error)."""
     src = textwrap.dedent(text)
     tree = None
     for candidate in (src, _balance(src)):
         try:
             tree = ast.parse(candidate)
             break
-        except SyntaxError:
+        except (SyntaxError, ValueError, MemoryError, RecursionError):  # NUL bytes; nesting past the parser's stack
             continue
     if tree is None:
         raise SyntaxError("could not read this Python snippet")

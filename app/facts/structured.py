@@ -25,7 +25,7 @@ class ParseError(Exception):
 def _scalar(node: yaml.ScalarNode) -> Any:
     try:
         return yaml.safe_load(node.value) if node.style is None else node.value
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: an integer past Python's 4,300-digit limit stays text
         return node.value
 
 
@@ -35,6 +35,12 @@ MAX_DEPTH = 64
 
 class _Loader(yaml.SafeLoader):
     """SafeLoader that reads any tag (`!!python/tuple`, custom `!tags` in dumped configs) as plain data."""
+
+    def fetch_flow_collection_start(self, TokenClass) -> None:  # noqa: N803 - PyYAML's name
+        # the scanner re-checks every open flow level on each token: `[[[[…` costs the square of its depth, so stop early
+        if self.flow_level >= MAX_DEPTH:
+            raise yaml.scanner.ScannerError(None, None, f"nested deeper than {MAX_DEPTH} levels, which this reader does not follow", self.get_mark())
+        super().fetch_flow_collection_start(TokenClass)
 
 
 def _plain(loader: yaml.SafeLoader, suffix_or_node, node=None):
@@ -94,6 +100,8 @@ def parse_structured(text: str, file: str, kind: str) -> tuple[list[Fact], Any]:
             raise ParseError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", e.lineno, e.colno) from e
         except RecursionError as e:
             raise ParseError(f"the JSON is nested deeper than this reader follows (over {MAX_DEPTH} levels are not read)", 1, 1) from e
+        except ValueError as e:  # json's other refusal: an integer past Python's 4,300-digit limit
+            raise ParseError(f"the JSON holds a number too long to read ({str(e).split(':')[0]})", 1, 1) from e
     try:
         root = yaml.compose(text.replace("\t", "    "), Loader=_Loader)
     except yaml.YAMLError as e:
