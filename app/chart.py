@@ -1,4 +1,5 @@
-"""A picture of the user's run: the series in an attached log or trainer_state.json, with the detected anomalies marked.
+"""A picture of the user's run: the series in an attached log, trainer_state.json, TensorBoard event file or W&B /
+MLflow export, with the detected anomalies marked.
 
 The same log reader and detectors as the diagnosis (bounded memory: series are decimated past 20k points), drawn
 with matplotlib's Agg backend. Labels are in the question's language; Chinese uses an installed CJK font.
@@ -11,8 +12,18 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.facts import DEFAULT_MAX_BYTES, Attachment, detect_kind
+from app.facts import DEFAULT_MAX_BYTES, Attachment, detect_kind, is_binary
 from app.facts.logs import LogReader, trainer_state_reader
+from app.facts.runs import (
+    RUN_KINDS,
+    STREAMED_KINDS,
+    RunData,
+    is_tfevents,
+    read_text,
+    read_tfevents_att,
+    recall,
+    remember,
+)
 from app.models import Fact
 
 PANELS = ("loss", "grad_norm", "lr", "reward", "kl", "entropy", "eval_loss")
@@ -25,6 +36,9 @@ _ANOMALY = {  # fact -> (panel, en, zh)
     "log.nan_grad_norm": ("grad_norm", "grad_norm NaN from step {s}", "第 {s} 步起 grad_norm 为 NaN"),
     "log.grad_norm_explosion": ("grad_norm", "grad_norm explodes at step {s}", "第 {s} 步 grad_norm 爆炸"),
     "log.lr_zero": ("lr", "lr is 0 from step {s}", "从第 {s} 步起学习率为 0"),
+    "log.grad_norm_zero": ("grad_norm", "grad_norm is 0 from step {s}", "从第 {s} 步起 grad_norm 为 0"),
+    "log.kl_explosion": ("kl", "KL explodes at step {s}", "第 {s} 步 KL 爆炸"),
+    "log.entropy_collapse": ("entropy", "entropy collapses at step {s}", "第 {s} 步 entropy 坍缩"),
 }
 _CJK_FONTS = ["WenQuanYi Micro Hei", "Noto Sans CJK SC", "Source Han Sans SC", "SimHei"]
 
@@ -44,26 +58,55 @@ class RunSeries:
 
 
 def read_series(att: Attachment) -> RunSeries | None:
-    """The series of one attachment (a log or trainer_state.json), or None when it has none."""
-    head = att.head(200_000).decode("utf-8", errors="replace")
-    kind = detect_kind(att.name, head)
-    r = LogReader(att.name)
+    """The series of one attachment, or None when it has none.
+
+    Reads what the diagnosis reads: a log, trainer_state.json, a TensorBoard event file, a W&B or MLflow export.
+    A file given by path that the diagnosis already read is not read again.
+    """
+    data = recall(att) or _read(att)
+    if data is None:
+        return None
+    out = RunSeries(att.name, {k: (list(s.steps), list(s.vals)) for k, s in data.series.items() if k in PANELS and len(s.vals) >= 2}, data.facts)
+    return out if out.series else None
+
+
+def _read(att: Attachment) -> RunData | None:
+    try:
+        head_b = att.head(200_000)
+    except OSError:
+        return None
+    if is_tfevents(head_b):
+        data = read_tfevents_att(att)
+        remember(att, data)
+        return data
+    if is_binary(head_b[:8192]):
+        return None
+    kind = detect_kind(att.name, head_b.decode("utf-8", errors="replace"))
     if kind == "trainer_state":
         if att.size() > DEFAULT_MAX_BYTES:  # parsed whole: the same bound as a config upload (logs stream instead)
             return None
         text = att.text()
         try:
-            data = json.loads(text)
+            state = json.loads(text)
         except (ValueError, RecursionError):
             return None
-        r = trainer_state_reader(text, data, att.name)
-    elif kind == "log":
+        r = trainer_state_reader(text, state, att.name)
+        return RunData.of(r, kind, len(r.line_texts))
+    if kind == "log":
+        r = LogReader(att.name)
         for n, line in enumerate(att.lines(), 1):
             r.feed(line, n)
+        data = RunData.of(r, kind, r.n)
+    elif kind in STREAMED_KINDS:
+        data = read_text(kind, None, att.lines(), att.name)
+    elif kind in RUN_KINDS:
+        if att.size() > DEFAULT_MAX_BYTES:  # a whole-JSON export is parsed whole: bounded like a config
+            return None
+        data = read_text(kind, att.text(), None, att.name)
     else:
         return None
-    out = RunSeries(att.name, {k: (list(s.steps), list(s.vals)) for k, s in r.series.items() if k in PANELS and len(s.vals) >= 2}, r.facts())
-    return out if out.series else None
+    remember(att, data)
+    return data
 
 
 def first_run(atts: list[Attachment]) -> RunSeries | None:

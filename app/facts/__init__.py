@@ -18,6 +18,16 @@ from app.facts.logs import LogReader, looks_like_log, read_log, read_trainer_sta
 from app.facts.normalize import model_facts
 from app.facts.pysnippet import looks_like_python, parse_python
 from app.facts.redact import redact
+from app.facts.runs import (
+    RUN_KINDS,
+    STREAMED_KINDS,
+    RunData,
+    is_tfevents,
+    read_text,
+    read_tfevents_att,
+    remember,
+    sniff,
+)
 from app.facts.structured import ParseError, parse_structured
 from app.models import Fact, FileNote
 
@@ -83,6 +93,9 @@ class FactSet:
 
 
 def is_binary(head: bytes) -> bool:
+    """A file we refuse as binary. A TensorBoard event file is binary but read (recognised by its first record)."""
+    if is_tfevents(head):
+        return False
     if b"\x00" in head:
         return True
     try:
@@ -93,12 +106,16 @@ def is_binary(head: bytes) -> bool:
 
 
 def detect_kind(name: str, text: str) -> str:
-    """One of: trainer_state, json, log, cmdline, python, yaml, unknown."""
+    """One of: trainer_state, a run export (runs.RUN_KINDS), json, log, cmdline, python, yaml, unknown."""
     s = text.lstrip()
     low = name.lower()
     if s.startswith("{") or s.startswith("["):
         if '"log_history"' in s[:200000]:
             return "trainer_state"
+    run_kind = sniff(s[:200000])
+    if run_kind is not None:
+        return run_kind
+    if s.startswith("{") or s.startswith("["):
         if s.startswith("{") and not s.startswith("{'") and (low.endswith(".json") or _json_ok(s)):
             return "json"
     if low.endswith((".log", ".txt", ".out", ".err")) and looks_like_log(s):
@@ -186,19 +203,31 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
     if size == 0:
         fs.files.append(FileNote(file=name, kind="empty", ok=False, message=f"{name}: the file is empty.", message_zh=f"{name}：文件是空的。"))
         return
+    if is_tfevents(head):
+        if att.path is not None and size > STREAM_LOG_MAX_BYTES:
+            fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e9:.1f} GB is over the {STREAM_LOG_MAX_BYTES / 1e9:g} GB limit for event files; it was skipped.", message_zh=f"{name}：{size / 1e9:.1f} GB 超过事件文件 {STREAM_LOG_MAX_BYTES / 1e9:g} GB 的上限，已跳过。"))
+            return
+        _read_run(att, fs, read_tfevents_att(att))
+        return
     if is_binary(head):
-        fs.files.append(FileNote(file=name, kind="binary", ok=False, message=f"{name}: looks like a binary file, not a config or a log; it was skipped.", message_zh=f"{name}：看起来是二进制文件，不是配置或日志，已跳过。"))
+        fs.files.append(FileNote(file=name, kind="binary", ok=False, message=f"{name}: looks like a binary file, not a config, a log or a TensorBoard event file; it was skipped.", message_zh=f"{name}：看起来是二进制文件，不是配置、日志或 TensorBoard 事件文件，已跳过。"))
         return
     streaming = att.path is not None and size > max_bytes
     if streaming:
         sample = head.decode("utf-8", errors="replace")
+        run_kind = sniff(sample)
+        if run_kind in STREAMED_KINDS and size <= STREAM_LOG_MAX_BYTES:
+            _read_run(att, fs, read_text(run_kind, None, _redacted_lines(att), name))
+            return
         if not looks_like_log(sample) or size > STREAM_LOG_MAX_BYTES:
             fs.files.append(FileNote(file=name, kind="too-large", ok=False, message=f"{name}: {size / 1e6:.1f} MB is over the {max_bytes / 1e6:g} MB limit for configs; it was skipped.", message_zh=f"{name}：{size / 1e6:.1f} MB 超过配置文件 {max_bytes / 1e6:g} MB 的上限，已跳过。"))
             return
         reader = LogReader(name)  # streamed logs: origin "log"
-        for n, line in enumerate(att.lines(), 1):
-            reader.feed(redact(line)[0] if ("token" in line.lower() or "key" in line.lower() or "hf_" in line) else line, n)
-        fs.facts += [f.model_copy(update={"kind": "log"}) for f in reader.facts()]
+        for n, line in enumerate(_redacted_lines(att), 1):
+            reader.feed(line, n)
+        data = RunData.of(reader, "log", reader.n)
+        remember(att, data)  # the chart of this file reuses this read
+        fs.facts += [f.model_copy(update={"kind": "log"}) for f in data.facts]
         fs.files.append(FileNote(file=name, kind="log", message=f"{name}: streamed {size / 1e6:.1f} MB log", message_zh=f"{name}：已流式读取 {size / 1e6:.1f} MB 日志"))
         return
     if size > max_bytes:
@@ -208,6 +237,9 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
     fs.redactions += n_red
     fs.redacted_texts[name] = text
     kind = detect_kind(name, text)
+    if kind in RUN_KINDS:
+        _read_run(att, fs, read_text(kind, text, None, name), n_red)
+        return
     try:
         if kind == "trainer_state":
             try:
@@ -227,7 +259,12 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
                 else:
                     kind, facts = "unknown", []
         elif kind == "log":
-            facts = read_log(text.splitlines(), name)
+            reader = LogReader(name)
+            for n, line in enumerate(text.splitlines(), 1):
+                reader.feed(line, n)
+            data = RunData.of(reader, "log", reader.n)
+            remember(att, data)  # the chart of this file reuses this read
+            facts = data.facts
         elif kind == "cmdline":
             facts = parse_cmdline(text, name)
         elif kind == "python":
@@ -253,6 +290,46 @@ def _read_one(att: Attachment, fs: FactSet, max_bytes: int) -> None:
         note += f", {n_red} secret(s) redacted"
     note_zh = f"{name}：按 {kind} 读取，{len({f.key for f in facts if f.key != 'log.message'})} 项信息" + (f"，遮蔽了 {n_red} 处密钥" if n_red else "")
     fs.files.append(FileNote(file=name, kind=kind, message=note, message_zh=note_zh))
+
+
+def _redacted_lines(att: Attachment) -> Iterator[str]:
+    """A streamed file's lines, with the lines that may hold a secret redacted (the rest pass untouched, for speed)."""
+    for line in att.lines():
+        yield redact(line)[0] if ("token" in line.lower() or "key" in line.lower() or "hf_" in line) else line
+
+
+_RUN_LABEL = {
+    "tensorboard": ("TensorBoard event file", "TensorBoard 事件文件"),
+    "wandb_csv": ("W&B / metrics CSV export", "W&B / 指标 CSV 导出"),
+    "wandb_history": ("W&B run history (JSON Lines)", "W&B 运行历史（JSON Lines）"),
+    "wandb_json": ("W&B run history (JSON)", "W&B 运行历史（JSON）"),
+    "mlflow_csv": ("MLflow metric history (CSV)", "MLflow 指标历史（CSV）"),
+    "mlflow_json": ("MLflow metric history (JSON)", "MLflow 指标历史（JSON）"),
+}
+
+
+def _read_run(att: Attachment, fs: FactSet, data: RunData, n_red: int = 0) -> None:
+    """A run's history (TensorBoard, W&B, MLflow): its facts come from the log reader's detectors, origin "log"."""
+    name = att.name or "attachment"
+    remember(att, data)  # the chart of this file reuses this read
+    en, zh = _RUN_LABEL.get(data.kind, (data.kind, data.kind))
+    facts = [f.model_copy(update={"kind": "log"}) for f in data.facts]
+    fs.facts += facts
+    if not data.series:
+        why, why_zh = data.problem or ("no loss, grad_norm, learning rate, reward, KL or entropy series in it", "其中没有 loss、grad_norm、学习率、reward、KL 或 entropy 序列")
+        fs.files.append(FileNote(file=name, kind=data.kind, ok=data.problem is None, message=f"{name}: a {en}, but {why}; nothing was read from it.", message_zh=f"{name}：{zh}，但{why_zh}，没有从中读到任何内容。"))
+        return
+    names = ", ".join(sorted(data.series))
+    nkeys = len({f.key for f in facts if f.key != "log.message"})
+    note = f"{name}: read as a {en}, {data.rows} records, series {names}, {nkeys} facts"
+    note_zh = f"{name}：按{zh}读取，{data.rows} 条记录，序列 {names}，{nkeys} 项信息"
+    if n_red:
+        note += f", {n_red} secret(s) redacted"
+        note_zh += f"，遮蔽了 {n_red} 处密钥"
+    if data.problem:
+        note += f"; {data.problem[0]}"
+        note_zh += f"；{data.problem[1]}"
+    fs.files.append(FileNote(file=name, kind=data.kind, message=note, message_zh=note_zh))
 
 
 _SELF_BUILT = (

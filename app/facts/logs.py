@@ -9,7 +9,7 @@ import json
 import math
 import re
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -95,18 +95,21 @@ class Series:
     stride: int = 1  # points per bucket
     _filled: int = 0  # points already in the last (open) bucket
 
-    def add(self, step: float, v: float, line: int) -> None:
+    def add(self, step: float, v: float, line: int) -> bool:
+        """Add a point; False when it was not kept (its bucket already holds a larger value or a NaN)."""
         if self._filled:  # the open bucket's point is the last one: a winner replaces it
+            self._filled = (self._filled + 1) % self.stride
             if _wins(v, self.vals[-1]):
                 self.steps[-1], self.vals[-1], self.lines[-1] = step, v, line
-            self._filled = (self._filled + 1) % self.stride
-            return
+                return True
+            return False
         if len(self.vals) >= MAX_POINTS:
             self._halve()
         self.steps.append(step)
         self.vals.append(v)
         self.lines.append(line)
         self._filled = 1 % self.stride
+        return True
 
     def _halve(self) -> None:
         st, vs, ln = self.steps, self.vals, self.lines
@@ -200,20 +203,21 @@ class LogReader:
                 text = s.strip()[:300]
             self.point(ser, step, _f(val), n, text)
 
-    def point(self, ser: str, step: float, v: float, n: int, text: str) -> None:
+    def point(self, ser: str, step: float, v: float, n: int, text: str | Callable[[], str]) -> None:
         """One value of series `ser` at `step`, read from line (or record) `n` whose text is kept while the point is.
 
         Every reader (text logs, trainer_state, TensorBoard, W&B / MLflow exports) feeds points through here, so
-        they all get the same bounded series and the same detectors.
+        they all get the same bounded series and the same detectors. `text` may be a function, called only when
+        the point is kept (most points of a long run are not, and formatting them all would cost more than the read).
         """
         s = self.series.get(ser)
         if s is None:
             s = self.series[ser] = Series()
-        s.add(step, v, n)
-        if n not in self.line_texts:
-            self.line_texts[n] = text
-        if not math.isfinite(v) and ser not in self.first_bad:
-            self.first_bad[ser] = (step, n, text)
+        bad = not math.isfinite(v) and ser not in self.first_bad
+        if (s.add(step, v, n) or bad) and n not in self.line_texts:
+            self.line_texts[n] = text if isinstance(text, str) else text()
+        if bad:
+            self.first_bad[ser] = (step, n, self.line_texts[n])
             self.first_bad_val.setdefault(ser, v)
         if len(self.line_texts) > self._prune_at:
             self._prune()
