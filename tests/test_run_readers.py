@@ -171,19 +171,19 @@ def test_chart_markers_sit_at_the_steps_of_a_tensorboard_run(tb_file, tmp_path):
 
 
 _BIG = """
-import json, resource, sys
+import json
 from app.facts.runs import read_long_csv
 def rows():
     yield "key,value,step,timestamp\\n"
     for s in range(1, 1_000_001):
         v = "nan" if s == 765_432 else ("9000.0" if s == 123_457 else f"{1.5 + (s % 7) * 0.01:.2f}")
         yield f"grad_norm,{v},{s},{1763870000000 + s}\\n"
-def rss_kb():
+def status_kb(field):  # VmHWM is this process's own peak (ru_maxrss also counts the parent's image before exec)
     with open("/proc/self/status") as fh:
-        return next(int(ln.split()[1]) for ln in fh if ln.startswith("VmRSS:"))
-before = rss_kb()
+        return next(int(ln.split()[1]) for ln in fh if ln.startswith(field + ":"))
+before = status_kb("VmRSS")
 d = read_long_csv(rows(), "big.csv")
-grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+grew = status_kb("VmHWM") - before
 print(json.dumps({"rows": d.rows, "points": len(d.series["grad_norm"].vals), "grew_kb": grew,
                   "facts": {f.key: f.value for f in d.facts}}))
 """
@@ -192,7 +192,7 @@ print(json.dumps({"rows": d.rows, "points": len(d.series["grad_norm"].vals), "gr
 def test_a_million_rows_stream_in_bounded_memory():
     """1M MLflow rows, generated lazily in a fresh process: the read keeps a bounded series, not the rows.
 
-    Peak RSS growth of a child process, not tracemalloc: tracing every allocation makes a 1M-row read 8x slower
+    Peak RSS (VmHWM) growth of a child process, not tracemalloc: tracing every allocation makes a 1M-row read 8x slower
     (eval/bench_chart.py reports the tracemalloc peak of the same read). Keeping the rows would cost > 100 MB.
     """
     import json
