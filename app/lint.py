@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.facts import Attachment, read_attachments
+from app.messages import t as msg
 from app.models import Case, Fact
 from app.triggers import fire
 
 SEVERITY = {"error": 1, "warning": 2, "information": 3, "hint": 4}
 _LIKELY = {"high": 2, "medium": 1, "low": 0}
 _EVIDENCE = {"maintainer-confirmed": 1, "reporter-confirmed": 1, "community-advice": 0}
-_FIX_LABEL = {"en": "Fix: ", "zh": "修复："}
 
 
 @dataclass
@@ -42,7 +42,7 @@ class LintResult:
             "severity": SEVERITY[self.severity],
             "code": self.code,
             "codeDescription": {"href": self.href} if self.href else None,
-            "message": self.message + (f"\n{_FIX_LABEL.get(self.lang, _FIX_LABEL['en'])}{self.fix}" if self.fix else ""),
+            "message": self.message + ("\n" + msg("lint.fix", self.lang, fix=self.fix) if self.fix else ""),
             "source": "trainfix",
             "data": {"file": self.file, "fix": self.fix, "citation": self.citation, "kind": self.kind},
         }

@@ -27,6 +27,16 @@ CATALOG: dict[str, tuple[str, str]] = {
                      "你的消息超过 {limit:,} 个字符，只读取了前 {limit:,} 个。"),
     "cut.attachments": ("Only the first {limit} of {n} files were read.", "{n} 个文件中只读取了前 {limit} 个。"),
     "cut.history": ("Only the latest {n} earlier turn(s) of the conversation were read.", "只读取了对话中最近的 {n} 轮。"),
+    # the editor (trainfix lsp, trainfix lint)
+    "lsp.too_large": ("{size:,} characters is over the {limit:,}-character budget for checking while editing; not checked. "
+                      "Run `trainfix lint {name}` to check it.",
+                      "{size:,} 个字符超过编辑时检查的上限（{limit:,} 个字符），未检查。可运行 `trainfix lint {name}` 检查。"),
+    "lsp.fix_title": ("trainfix: {fix}", "trainfix：{fix}"),
+    "lsp.cause": ("Cause", "原因"),
+    "lsp.no_file": ("trainfix.diagnose: no open document {uri}", "trainfix.diagnose：没有打开的文档 {uri}"),
+    "lsp.no_question": ("trainfix.diagnose needs a document URI and/or a question", "trainfix.diagnose 需要文档 URI 和/或问题"),
+    "lsp.index_error": ("trainfix.diagnose: the index could not be opened: {err}", "trainfix.diagnose：无法打开索引：{err}"),
+    "lint.fix": ("Fix: {fix}", "修复：{fix}"),
     # log signals, as a user would say them (also added to the retrieval text)
     "signal.log.nan_loss": ('loss becomes NaN', 'loss 变成 NaN'),
     "signal.log.inf_loss": ('loss becomes inf', 'loss 变成 inf'),

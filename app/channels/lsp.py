@@ -33,27 +33,6 @@ DIAGNOSE_COMMAND = "trainfix.diagnose"
 # file notes an editor does not need: any text file that is not a config would show them
 _QUIET_NOTES = {"trainfix.unknown", "trainfix.empty", "trainfix.binary", "trainfix.python", "trainfix.cmdline", "trainfix.log"}
 
-MSG = {
-    "en": {
-        "too_large": "{size:,} characters is over the {limit:,}-character budget for checking while editing; not checked. "
-                     "Run `trainfix lint {name}` to check it.",
-        "fix_title": "trainfix: {fix}",
-        "cause": "Cause",
-        "no_file": "trainfix.diagnose: no open document {uri}",
-        "no_question": "trainfix.diagnose needs a document URI and/or a question",
-        "index_error": "trainfix.diagnose: the index could not be opened: {err}",
-    },
-    "zh": {
-        "too_large": "{size:,} 个字符超过编辑时检查的上限（{limit:,} 个字符），未检查。可运行 `trainfix lint {name}` 检查。",
-        "fix_title": "trainfix：{fix}",
-        "cause": "原因",
-        "no_file": "trainfix.diagnose：没有打开的文档 {uri}",
-        "no_question": "trainfix.diagnose 需要文档 URI 和/或问题",
-        "index_error": "trainfix.diagnose：无法打开索引：{err}",
-    },
-}
-
-
 @dataclass
 class DocState:
     """Per document: the last lint (of which version and text) and the debounce bookkeeping."""
@@ -98,7 +77,9 @@ class TrainfixServer(LanguageServer):
         return next((c for c in self.cases() if c.id == case_id), None)
 
     def msg(self, key: str, **kw: Any) -> str:
-        return MSG[self.lang][key].format(**kw)
+        from app.messages import t
+
+        return t(f"lsp.{key}", self.lang, **kw)
 
     # ------------------------------------------------------------ lint
 
