@@ -6,60 +6,12 @@ import html
 import re
 from typing import Any
 
+from app.messages import view as _view
 from app.models import CauseOut, Diagnosis, Fact
-
-T = {
-    "en": {
-        "causes": "Likely causes",
-        "unsure": "I could not match this to a known case with confidence. These cases are the closest and may be related:",
-        "fixes": "Fix",
-        "why": "Why it matched",
-        "sources": "Sources",
-        "read": "What I read from your files",
-        "nothing_read": "No settings or log symptoms were read from your files.",
-        "checks": "General first checks",
-        "evidence_level": "Evidence",
-        "likely": {"high": "high", "medium": "medium", "low": "low"},
-        "ask": "To narrow it down",
-        "notes": "Notes",
-        "symptom": "matches your description",
-        "levels": {"maintainer-confirmed": "maintainer-confirmed", "reporter-confirmed": "reporter-confirmed", "community-advice": "community advice"},
-        "likelihood": "likelihood",
-        "supporting": "Supporting articles",
-        "note_head": "A similar report was resolved",
-        "resolution": "Resolution",
-        "also": "Also noticed in your files (explains a different symptom)",
-        "source_list": "Sources",
-        "chart": "Your run",
-    },
-    "zh": {
-        "causes": "可能的原因",
-        "unsure": "没有找到可以确信匹配的已知案例。下面是最接近、可能相关的案例：",
-        "fixes": "解决办法",
-        "why": "匹配依据",
-        "sources": "来源",
-        "read": "从你的文件中读到的信息",
-        "nothing_read": "没有从你的文件中读到配置项或日志症状。",
-        "checks": "通用排查步骤",
-        "evidence_level": "可信度",
-        "likely": {"high": "高", "medium": "中", "low": "低"},
-        "ask": "为了进一步确认",
-        "notes": "提示",
-        "symptom": "与描述相符",
-        "levels": {"maintainer-confirmed": "维护者确认", "reporter-confirmed": "报告者确认", "community-advice": "社区建议"},
-        "likelihood": "可能性",
-        "supporting": "相关文章",
-        "note_head": "类似的报告已解决",
-        "resolution": "解决方法",
-        "also": "在你的文件中还注意到（对应的是另一种症状）",
-        "source_list": "来源",
-        "chart": "你的训练曲线",
-    },
-}
 
 
 def labels(lang: str) -> dict[str, Any]:
-    return T["zh" if lang == "zh" else "en"]
+    return _view("render", "zh" if lang == "zh" else "en")
 
 
 def _note_md(i: int, c: CauseOut, lang: str) -> str:

@@ -25,6 +25,7 @@ from app.facts import Attachment, is_binary
 from app.facts.redact import redact
 from app.feedback import COMMENT_MAX_CHARS
 from app.lang import detect_lang
+from app.messages import view as _view
 from app.models import Diagnosis
 from app.render import facts_md, labels, to_markdown
 from app.runtime import State
@@ -41,68 +42,10 @@ EXAMPLES = [
     "Qwen2-7B 全量微调学习率 3e-4，后面的 checkpoint 推理时报 probability tensor contains inf",
 ]
 
-U: dict[str, dict[str, str]] = {
-    "en": {
-        "title": "## trainfix — why did my training break?\nDescribe what you see and attach your configs, launch script, logs or `trainer_state.json`. "
-        "Each answer lists likely causes, why they matched, fixes and sources; tell me what you tried and I re-rank.",
-        "placeholder": "What goes wrong? e.g. 'loss goes to 0 after 10 steps' — then say what you already tried",
-        "send": "Send",
-        "new": "New conversation",
-        "files": "Attach configs, logs, trainer_state.json (several files allowed)",
-        "examples": "**Examples** (click to ask):",
-        "fixed_label": "Which cause fixed it?",
-        "fixed": "✓ This fixed it",
-        "feedback": "**Feedback:** rate each answer with the thumbs-up / thumbs-down buttons under it, or tell us which cause fixed it.",
-        "reading": "*Reading your files… thinking…*",
-        "thinking": "*Thinking…*",
-        "empty": "The message is empty: describe what you see (e.g. 'loss goes to 0 after 10 steps') or attach a config or log.",
-        "too_large": "{name}: {size:.2f} MB is over the {limit:g} MB upload limit; it was skipped.",
-        "binary": "{name}: looks like a binary file, not a config or a log; it was skipped.",
-        "unreadable": "{name}: could not read the upload ({err}); it was skipped.",
-        "problems": "Some input could not be used",
-        "files_read": "Files",
-        "not_ready": "The knowledge base index is not ready ({status}): {err}. Please try again in a moment.",
-        "error": "Something went wrong while diagnosing ({err}). The conversation is still usable: try again or rephrase.",
-        "thanks": "Thanks — your feedback was saved ({kind}).",
-        "no_answer": "There is no answer to rate yet.",
-        "pick": "Pick the cause that fixed it first.",
-        "attached": "Attached",
-        "comment": "Comment (optional, one line)",
-        "comment_ph": "e.g. 'lowering lr to 1e-5 fixed it' (sent with the thumbs or 'this fixed it')",
-    },
-    "zh": {
-        "title": "## trainfix — 训练为什么坏了？\n描述你看到的现象，并附上配置、启动脚本、日志或 `trainer_state.json`。"
-        "每个回答会列出可能的原因、匹配依据、解决办法和来源；告诉我你已经试过什么，我会重新排序。",
-        "placeholder": "出了什么问题？例如“训练 10 步后 loss 变成 0”，也可以说说你已经试过什么",
-        "send": "发送",
-        "new": "新对话",
-        "files": "上传配置、日志、trainer_state.json（可多选）",
-        "examples": "**示例问题**（点击直接提问）：",
-        "fixed_label": "哪个原因解决了问题？",
-        "fixed": "✓ 这个解决了",
-        "feedback": "**反馈：** 在每个回答下方点赞或点踩，或者告诉我们是哪个原因解决了问题。",
-        "reading": "*正在读取你的文件…… 思考中……*",
-        "thinking": "*思考中……*",
-        "empty": "消息是空的：请描述你看到的现象（例如“训练 10 步后 loss 变成 0”），或者上传配置/日志。",
-        "too_large": "{name}：{size:.2f} MB 超过了 {limit:g} MB 的上传上限，已跳过。",
-        "binary": "{name}：看起来是二进制文件，不是配置或日志，已跳过。",
-        "unreadable": "{name}：无法读取上传的文件（{err}），已跳过。",
-        "problems": "部分输入无法使用",
-        "files_read": "文件",
-        "not_ready": "知识库索引还没有准备好（{status}）：{err}。请稍后再试。",
-        "error": "诊断时出错（{err}）。对话仍可继续：请重试或换个说法。",
-        "thanks": "谢谢，反馈已保存（{kind}）。",
-        "no_answer": "还没有可以评价的回答。",
-        "pick": "请先选择解决了问题的原因。",
-        "attached": "附件",
-        "comment": "备注（可选，一行）",
-        "comment_ph": "例如“把学习率降到 1e-5 就好了”（随点赞/点踩或“这个解决了”一起提交）",
-    },
-}
 
 
 def ui_text(lang: str) -> dict[str, str]:
-    return U["zh" if lang == "zh" else "en"]
+    return _view("ui", "zh" if lang == "zh" else "en")
 
 
 def _new_session() -> dict[str, Any]:
