@@ -514,9 +514,9 @@ def with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
     return d.model_copy(update={"plot_url": f"/v1/plots/{name}", "plot_alt": alt_text(run, d.language)})
 
 
-def build_router(state: State, warm: Warmup) -> APIRouter:
+def build_router(state: State, warm: Warmup, pool: ThreadPoolExecutor | None = None) -> APIRouter:
     # diagnoses run in a bounded pool: health checks, static files and other requests keep their event loop
-    pool = ThreadPoolExecutor(max_workers=max(1, state.settings.workers), thread_name_prefix="trainfix-diagnose")
+    pool = pool or ThreadPoolExecutor(max_workers=max(1, state.settings.workers), thread_name_prefix="trainfix-diagnose")
     feedback_limit = RateLimit()
     bearer = HTTPBearer(auto_error=False, description="Set TRAINFIX_API_TOKEN on the server to require it.")
 
@@ -561,9 +561,16 @@ def build_router(state: State, warm: Warmup) -> APIRouter:
             log.info("diagnosed in %.0fms: confident=%s top=%s", (time.perf_counter() - t0) * 1000, d.confident, top.case_id if top else None)
             return to_json(d)
 
-        fut = asyncio.get_running_loop().run_in_executor(pool, work)
+        try:
+            fut = asyncio.get_running_loop().run_in_executor(pool, work)
+        except RuntimeError:  # the pool was shut down: the server is stopping
+            raise ApiError(503, "busy", "the server is shutting down; try again shortly", {"Retry-After": "10"}) from None
         try:
             out = await asyncio.wait_for(asyncio.shield(fut), timeout=budget)
+        except asyncio.CancelledError:
+            if not fut.cancelled():
+                raise  # this request itself was cancelled (the client left, or shutdown ran out of time)
+            raise ApiError(503, "busy", "the server is shutting down; try again shortly", {"Retry-After": "10"}) from None
         except TimeoutError:
             raise ApiError(503, "busy", f"the diagnosis did not finish within {budget:g} s (the server is busy or the input is large); "
                            "try again shortly", {"Retry-After": "10"}) from None
@@ -668,7 +675,9 @@ def install(app: FastAPI, state: State, warm: Warmup) -> None:
     # the token gate covers every route of the app, the UI mounted later included; the request context wraps it
     app.add_middleware(TokenGate, token=state.settings.api_token)
     app.add_middleware(RequestContextMiddleware, max_bytes=int(state.settings.max_upload_mb * 1024 * 1024))
-    app.include_router(build_router(state, warm))
+    # the server's lifespan shuts this pool down on exit, dropping queued diagnoses (SIGTERM finishes in seconds)
+    app.state.diagnose_pool = ThreadPoolExecutor(max_workers=max(1, state.settings.workers), thread_name_prefix="trainfix-diagnose")
+    app.include_router(build_router(state, warm, app.state.diagnose_pool))
 
     @app.get("/healthz", tags=["health"], summary="Liveness: the process answers", response_model=Health)
     def healthz() -> Health:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -19,6 +20,10 @@ from app.runtime import State, Warmup
 from app.settings import Settings
 
 log = logging.getLogger("trainfix.server")
+
+# SIGTERM: in-flight requests get this long to finish, then they are cancelled; queued diagnoses are dropped and the
+# running ones (bounded by the input budgets to a few seconds) end before the process exits with status 0
+GRACEFUL_SHUTDOWN_S = 4
 
 DESCRIPTION = """Diagnose LLM / deep-learning training failures: ranked causes with fixes, evidence and citations.
 
@@ -66,6 +71,7 @@ def create_app(settings: Settings | None = None, with_ui: bool = True) -> FastAP
     async def lifespan(_app: FastAPI):
         warm.start()
         yield
+        _drop_queued(_app)
 
     app = FastAPI(
         title="trainfix",
@@ -99,12 +105,25 @@ def create_api_app() -> FastAPI:
     return create_app(with_ui=False)
 
 
+def _drop_queued(app: FastAPI) -> None:
+    """Cancel the diagnoses still waiting for a worker (their clients get 503 at once); running ones finish."""
+    pool = getattr(app.state, "diagnose_pool", None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def run(host: str = "127.0.0.1", port: int = 7860) -> None:
     import uvicorn
 
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame) -> None:
+            # from a signal handler: take the pool's lock in a thread, never here (the loop may hold it)
+            threading.Thread(target=_drop_queued, args=(app,), name="trainfix-stop", daemon=True).start()
+            super().handle_exit(sig, frame)
+
     settings = Settings()
     app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False))
+    server = _Server(uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S))
     warm: Warmup = app.state.warmup
     if settings.slack_app_token:
         if app.state.slack_bot is None:
@@ -127,4 +146,14 @@ def run(host: str = "127.0.0.1", port: int = 7860) -> None:
             time.sleep(0.2)
 
     threading.Thread(target=announce, name="trainfix-announce", daemon=True).start()
-    server.run()
+    # uvicorn re-raises the SIGTERM/SIGINT it handled once it has shut down, which would end the process by that signal
+    # (status 143) before the worker threads are joined: the re-raise lands here, and a clean stop exits 0
+    stopped: list[int] = []
+    previous = {sig: signal.signal(sig, lambda s, _f: stopped.append(s)) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopped:
+        log.info("stopped by %s", signal.Signals(stopped[0]).name)
