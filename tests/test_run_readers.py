@@ -109,6 +109,18 @@ def test_tracker_exports_give_the_text_logs_facts(name, kind, expected):
     assert _log_facts(read_attachments([Attachment("export", path.read_bytes())])) == expected
 
 
+def test_llamafactory_trainer_log_jsonl(expected):
+    """LLaMA-Factory's trainer_log.jsonl (its LogCallback: current_steps, total_steps, loss, lr, ...) has no grad_norm."""
+    import json
+
+    rows = [json.dumps({"current_steps": s, "total_steps": 60, "loss": loss, "lr": lr, "epoch": round(s / 60, 2),
+                        "percentage": round(s / 0.6, 2), "elapsed_time": "0:00:10", "remaining_time": "0:01:00"})
+            for s, loss, _, lr in _run()]
+    fs = read_attachments([Attachment("trainer_log.jsonl", "\n".join(rows))])
+    assert fs.files[0].kind == "trainer_log"
+    assert _log_facts(fs) == {(k, v) for k, v in expected if "grad_norm" not in k}
+
+
 def test_wandb_panel_export_reads_the_first_run_and_says_so():
     fs = read_attachments([Attachment("export.csv", path=RUNS / "wandb_panel_export.csv")])
     msg = fs.files[0].message

@@ -305,6 +305,7 @@ _RUN_LABEL = {
     "wandb_json": ("W&B run history (JSON)", "W&B 运行历史（JSON）"),
     "mlflow_csv": ("MLflow metric history (CSV)", "MLflow 指标历史（CSV）"),
     "mlflow_json": ("MLflow metric history (JSON)", "MLflow 指标历史（JSON）"),
+    "trainer_log": ("LLaMA-Factory trainer_log.jsonl", "LLaMA-Factory trainer_log.jsonl"),
 }
 
 

@@ -9,6 +9,7 @@ Read here, each recognised by its content (the file name is only a hint):
 - W&B: the chart panel's CSV export (``Step, "<run> - train/loss", "<run> - train/loss__MIN", ...``) and a run's
   history dumped from the public API (``run.history()`` / ``run.scan_history()``: one row per ``_step``), as
   JSON Lines, a JSON array or a CSV.
+- LLaMA-Factory's ``trainer_log.jsonl`` (one row per logging step: ``current_steps``, ``loss``, ``lr``, ...).
 - MLflow: metric history in long form (the fields of ``get_metric_history`` / ``GET metrics/get-history``:
   ``key, value, step, timestamp``), as the REST JSON ``{"metrics": [...]}``, a JSON array, JSON Lines or a CSV.
 
@@ -25,6 +26,8 @@ import json
 import math
 import re
 import struct
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,8 +40,8 @@ from app.models import Fact
 if TYPE_CHECKING:
     from app.facts import Attachment
 
-RUN_KINDS = ("tensorboard", "wandb_csv", "wandb_history", "wandb_json", "mlflow_csv", "mlflow_json")
-STREAMED_KINDS = ("tensorboard", "wandb_csv", "wandb_history", "mlflow_csv")  # read without holding the file
+RUN_KINDS = ("tensorboard", "wandb_csv", "wandb_history", "wandb_json", "mlflow_csv", "mlflow_json", "trainer_log")
+STREAMED_KINDS = ("tensorboard", "wandb_csv", "wandb_history", "mlflow_csv", "trainer_log")  # read without holding the file
 MAX_RECORD = 1 << 20  # TensorBoard records above 1 MB (images, graphs, histograms of big layers) are skipped unread
 MAX_ROW_CHARS = 1 << 20  # a JSON line / CSV field longer than this is not a metrics row
 
@@ -48,7 +51,7 @@ _EXTRA = {
     "loss/train": "loss", "train/train_loss_step": "loss", "train_loss_step": "loss", "lr-adamw": "lr", "lr-adam": "lr",
     "eval/eval_loss": "eval_loss", "val/loss": "eval_loss", "val_loss": "eval_loss",
 }
-_STEP_KEYS = ("train/global_step", "global_step", "trainer/global_step", "_step", "step", "iteration", "iter")
+_STEP_KEYS = ("train/global_step", "global_step", "trainer/global_step", "_step", "current_steps", "step", "iteration", "iter")
 _WANDB_PREFIX = re.compile(r"^(?:Group: )?.+? - (?=\S)")  # "<run name> - train/loss" (a panel export's column)
 
 
@@ -393,14 +396,14 @@ def _jsonl(lines: Iterable[str]) -> Iterator[tuple[int, object]]:
             yield n, None
 
 
-def read_jsonl(lines: Iterable[str], name: str) -> RunData:
-    """W&B history dumped one JSON object per line (or MLflow metric rows the same way)."""
+def read_jsonl(lines: Iterable[str], name: str, kind: str = "wandb_history") -> RunData:
+    """W&B history dumped one JSON object per line, or LLaMA-Factory's trainer_log.jsonl (`current_steps`, loss, lr)."""
     r = LogReader(name)
     count, bad = _rows_from(r, _jsonl(lines))
     problem = None
     if bad:
         problem = (f"{bad} line(s) were not JSON objects and were skipped", f"{bad} 行不是 JSON 对象，已跳过")
-    return RunData.of(r, "wandb_history", count, problem)
+    return RunData.of(r, kind, count, problem)
 
 
 def read_json(text: str, name: str, kind: str) -> RunData:
@@ -451,6 +454,8 @@ def sniff(text: str) -> str | None:
             return None
         if isinstance(row, dict) and "_step" in row:
             return "wandb_history"
+        if isinstance(row, dict) and "current_steps" in row and "total_steps" in row:
+            return "trainer_log"
         return None
     if s.startswith("["):
         m = re.match(r"\[\s*\{([^{}]{0,4000})\}", s)
@@ -485,42 +490,56 @@ def read_text(kind: str, text: str | None, lines: Iterable[str] | None, name: st
         return read_wide_csv(src, name)
     if kind == "mlflow_csv":
         return read_long_csv(src, name)
-    if kind == "wandb_history":
-        return read_jsonl(src, name)
+    if kind in ("wandb_history", "trainer_log"):
+        return read_jsonl(src, name, kind)
     whole = text if text is not None else "".join(src)
     return read_json(whole, name, kind)
 
 
 # ---------------------------------------------------------------- the chart and the diagnosis share one read
 
-_CACHE: OrderedDict[tuple, RunData] = OrderedDict()
-_CACHE_N = 4
+_CACHE: OrderedDict[tuple, tuple[object, RunData]] = OrderedDict()
+_CACHE_N = 8
+_LOCK = threading.Lock()  # the API answers requests on several threads
 
 
 def _key(att: Attachment) -> tuple | None:
-    """Files given by path are read once per (path, size, mtime): the diagnosis and the chart share the read."""
+    """The diagnosis and the chart share one read of a file.
+
+    A file given by path is known by (path, size, mtime); an upload by the Attachment object itself (the channels
+    pass the same object to the diagnosis and to the chart), held by a weak reference so a new object that happens
+    to get the same id() is never taken for it.
+    """
     if att.path is None:
-        return None
+        return ("obj", id(att))
     try:
         st = Path(att.path).stat()
     except OSError:
         return None
-    return (str(Path(att.path).resolve()), st.st_size, st.st_mtime_ns)
+    return ("path", str(Path(att.path).resolve()), st.st_size, st.st_mtime_ns)
 
 
 def remember(att: Attachment, data: RunData) -> None:
     k = _key(att)
     if k is None:
         return
-    _CACHE[k] = RunData(data.file, data.kind, data.series, data.facts, data.problem, data.rows)
-    _CACHE.move_to_end(k)
-    while len(_CACHE) > _CACHE_N:
-        _CACHE.popitem(last=False)
+    owner = weakref.ref(att) if k[0] == "obj" else None
+    with _LOCK:
+        _CACHE[k] = (owner, data)
+        _CACHE.move_to_end(k)
+        while len(_CACHE) > _CACHE_N:
+            _CACHE.popitem(last=False)
 
 
 def recall(att: Attachment) -> RunData | None:
     k = _key(att)
-    return _CACHE.get(k) if k is not None else None
+    if k is None:
+        return None
+    with _LOCK:
+        hit = _CACHE.get(k)
+    if hit is None or (hit[0] is not None and hit[0]() is not att):
+        return None
+    return hit[1]
 
 
 def read_tfevents_att(att: Attachment) -> RunData:
