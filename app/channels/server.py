@@ -107,8 +107,7 @@ def create_api_app() -> FastAPI:
 
 def _drop_queued(app: FastAPI) -> None:
     """Cancel the diagnoses still waiting for a worker (their clients get 503 at once); running ones finish."""
-    pool = getattr(app.state, "diagnose_pool", None)
-    if pool is not None:
+    for pool in getattr(app.state, "diagnose_pools", ()):
         pool.shutdown(wait=False, cancel_futures=True)
 
 
