@@ -177,7 +177,11 @@ def bench_cli(log: Path, runs: int, tmp: Path) -> tuple[float, float]:
     def without():
         subprocess.run(base, env=env, capture_output=True, timeout=900)
 
-    return median_time(with_plot, runs)[0], median_time(without, runs)[0]
+    a, b = [], []
+    for _ in range(runs):  # interleaved, so a change in the machine's load hits both alike
+        a.append(median_time(with_plot, 1)[0])
+        b.append(median_time(without, 1)[0])
+    return statistics.median(a), statistics.median(b)
 
 
 def bench_tracemalloc_rows(n: int = 1_000_000) -> tuple[float, float]:

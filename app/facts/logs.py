@@ -73,6 +73,9 @@ def _f(s: str) -> float:
         return -math.inf if low.startswith("-") else math.inf
 
 
+_INF = math.inf
+
+
 def _wins(new: float, old: float) -> bool:
     """Which point stands for a bucket of a decimated series: the first non-finite one, else the largest."""
     if not math.isfinite(old):
@@ -97,9 +100,12 @@ class Series:
 
     def add(self, step: float, v: float, line: int) -> bool:
         """Add a point; False when it was not kept (its bucket already holds a larger value or a NaN)."""
-        if self._filled:  # the open bucket's point is the last one: a winner replaces it
-            self._filled = (self._filled + 1) % self.stride
-            if _wins(v, self.vals[-1]):
+        f = self._filled
+        if f:  # the open bucket's point is the last one: a winner replaces it (the hot path of a long run)
+            f += 1
+            self._filled = 0 if f == self.stride else f
+            last = self.vals[-1]
+            if -_INF < last < _INF and not (-_INF < v <= last):  # = _wins(v, last), inlined
                 self.steps[-1], self.vals[-1], self.lines[-1] = step, v, line
                 return True
             return False
@@ -213,7 +219,7 @@ class LogReader:
         s = self.series.get(ser)
         if s is None:
             s = self.series[ser] = Series()
-        bad = not math.isfinite(v) and ser not in self.first_bad
+        bad = not (-_INF < v < _INF) and ser not in self.first_bad  # NaN fails both comparisons
         if (s.add(step, v, n) or bad) and n not in self.line_texts:
             self.line_texts[n] = text if isinstance(text, str) else text()
         if bad:
