@@ -37,6 +37,10 @@ export TRAINFIX_TEST_ARTIFACTS="${TRAINFIX_TEST_ARTIFACTS:-$TMP_ROOT/artifacts}"
 export HYPOTHESIS_STORAGE_DIRECTORY="$TMP_ROOT/hypothesis"
 .venv/bin/ruff check .
 .venv/bin/trainfix kb check
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# two workers (one per core), a test file per worker; then the tests that measure time or load, alone
+rc=0; .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not serial" "$@" || rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"
+rc=0; .venv/bin/python -m pytest -q -p no:cacheprovider -m serial "$@" || rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"
 # regression guard on retrieval quality (a floor set from measured numbers, see README)
 .venv/bin/trainfix eval --set authored --subset 80 --no-baselines --st-model "" --no-write --min-hit3 0.92

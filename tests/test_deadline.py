@@ -6,7 +6,10 @@ import concurrent.futures as cf
 import time
 
 import httpx
+import pytest
 from conftest import ServerProc, api_server_args, clean_env, free_port
+
+pytestmark = pytest.mark.serial  # timing under load: run alone (tests/run.sh)
 
 
 def test_deadline_gives_503_and_health_stays_responsive(tmp_path, server_home, vector_cache):

@@ -7,7 +7,10 @@ import signal
 import sqlite3
 
 import httpx
+import pytest
 from conftest import ServerProc, api_server_args, clean_env, free_port
+
+pytestmark = pytest.mark.serial  # timing under load: run alone (tests/run.sh)
 
 
 def test_rate_limit_and_acknowledged_rows_survive_kill_9(tmp_path, server_home, vector_cache):
