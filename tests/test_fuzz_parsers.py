@@ -9,6 +9,7 @@ time per KB. The documented errors:
 | `parse_python` (ast, never executed) | `SyntaxError` |
 | `parse_cmdline`, `read_log`, `read_trainer_state`, `text_facts`, `code_blocks` | none: facts or nothing |
 | `read_attachments` (content detection + every parser) | none: a note on the file instead |
+| run histories (`runs.read_text`: W&B, MLflow, trainer_log; TensorBoard events) | none: `RunData.problem` and a note |
 | `parse_article` | `ValueError` (mostly boilerplate) |
 | `load_issue` / `draft_case` | `DraftError` |
 | `load_export` / `import_export` | `TrackerError` |
@@ -20,7 +21,8 @@ and hostile values (4,301+-digit integers, NaN, 1e400, wrong types), deep nestin
 Time is measured as the thread's CPU time (`time.thread_time`), so other processes loading the machine do not
 make it flaky; Hypothesis' own wall-clock deadline is off for the same reason. Budget: ≤ 50 ms per KB + 0.5 s per
 input. Runs derandomized with no example database (same inputs every run); all fuzzers together take ~20 s here and
-are bounded well under 60 s by `max_examples`.
+are bounded well under 60 s by `max_examples`. TensorBoard, W&B, MLflow and trainer_log readers (app/facts/runs.py) are fuzzed
+the same way (mutated fixtures and real event files with flipped, cut and spliced bytes).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ STATES = _fixtures("examples/trainer_state.json", "eval/attachments/*trainer_sta
 HTMLS = _fixtures("tests/fixtures/articles/*.html")
 ALL = JSONS + YAMLS + SHELLS + PYS + LOGS + HTMLS
 
-FUZZ = settings(max_examples=120, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 
 # ---------------------------------------------------------------- strategies
 
@@ -347,3 +349,80 @@ def test_article_files_loader_reports_bad_pages(suffix):
         (d / f"p{i}{suffix}").write_text(t, encoding="utf-8")
     arts, problems = load_article_files(d)
     assert len(arts) + len(problems) == len(pages) and problems
+
+
+# ---------------------------------------------------------------- run histories (app/facts/runs.py): no documented error,
+# a file that cannot be read gives RunData.problem and a note
+
+
+def _tfevents_bytes() -> bytes:
+    """A real TensorBoard event file written by tensorboard's own writer (loss with a NaN, grad_norm, lr)."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    d = Path(tempfile.mkdtemp(dir=_SCRATCH))
+    w = EventFileWriter(str(d))
+    for s in range(40):
+        vals = [("train/loss", float("nan") if s == 30 else 2.0 - s * 0.01), ("train/grad_norm", 1.0 + s), ("train/learning_rate", 1e-5)]
+        w.add_event(event_pb2.Event(step=s, wall_time=1.0 + s, summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=t, simple_value=v) for t, v in vals])))
+    w.close()
+    return next(d.iterdir()).read_bytes()
+
+
+RUN_TEXTS = _fixtures("tests/fixtures/runs/*")
+RUN_ROW = st.dictionaries(st.sampled_from(["_step", "step", "train/loss", "loss", "train/grad_norm", "lr", "key", "value", "timestamp", "run_id", "current_steps", "x"]),
+                          HOSTILE, max_size=6)
+RUN_GEN = st.one_of(
+    st.builds(lambda rows: "\n".join(dumps(r) for r in rows), st.lists(RUN_ROW, max_size=30)),
+    st.builds(lambda rows: dumps({"metrics": rows}), st.lists(RUN_ROW, max_size=30)),
+    st.builds(lambda cells: "Step,run-a - train/loss,run-a - train/grad_norm\n" + "\n".join(",".join(c) for c in cells),
+              st.lists(st.lists(st.sampled_from(["1", "", "nan", "inf", "-1e400", "1" * 4400, "x", '"', "2.5"]), min_size=1, max_size=5), max_size=30)),
+    st.builds(lambda cells: "key,value,step,timestamp\n" + "\n".join(",".join(c) for c in cells),
+              st.lists(st.lists(st.sampled_from(["loss", "grad_norm", "1", "", "nan", "1" * 4400, "x", '"']), min_size=1, max_size=5), max_size=30)),
+)
+
+
+@FUZZ
+@given(text=st.one_of(mutated(RUN_TEXTS), RUN_GEN), name=st.sampled_from(["history.jsonl", "export.csv", "metrics.json", "x.txt"]))
+def test_fuzz_run_exports(text, name):
+    """W&B / MLflow / trainer_log exports, by content detection and by each reader directly."""
+    from app.facts.runs import read_text, sniff
+
+    fs = bounded(lambda: read_attachments([Attachment(name, text)]), text)
+    assert len(fs.files) == 1 and fs.files[0].message
+    kind = sniff(text[:200000])
+    if kind is not None:
+        data = bounded(lambda: read_text(kind, text, None, name), text)
+        assert data.problem is None or all(data.problem)
+
+
+TFEVENTS = _tfevents_bytes()
+
+
+@st.composite
+def mutated_bytes(draw, base: bytes) -> bytes:
+    b = base
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(b)))
+        j = draw(st.integers(i, min(len(b), i + 64)))
+        op = draw(st.sampled_from(["flip", "cut", "splice", "truncate", "dup"]))
+        if op == "flip" and i < len(b):
+            b = b[:i] + bytes([b[i] ^ draw(st.integers(1, 255))]) + b[i + 1:]
+        elif op == "cut":
+            b = b[:i] + b[j:]
+        elif op == "splice":
+            b = b[:i] + draw(st.binary(max_size=64)) + b[j:]
+        elif op == "truncate":
+            b = b[:i]
+        else:
+            b = b[:j] + b[i:j] * 5 + b[j:]
+    return b
+
+
+@FUZZ
+@example(blob=TFEVENTS)
+@given(blob=mutated_bytes(TFEVENTS))
+def test_fuzz_tensorboard_events(blob):
+    """A TensorBoard event file with flipped, cut and spliced bytes: read up to the damage, or refused, never raised."""
+    fs = bounded(lambda: read_attachments([Attachment("events.out.tfevents.1.host", blob)]), "x" * len(blob))
+    assert len(fs.files) == 1 and fs.files[0].message
