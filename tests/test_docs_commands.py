@@ -7,6 +7,7 @@ A bash block is either run (each `trainfix` line on its own, a `curl` block as o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -39,14 +40,41 @@ def expected_ids(body: str, known: set[str]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def docs_home(tmp_path_factory):
-    """One index of the whole KB, built from the shipped vectors (nothing is embedded)."""
+def first_ingest(tmp_path_factory) -> tuple[Path, dict]:
+    """The session's one index of the whole KB: a fresh data directory (empty vector cache), built by the real CLI
+    from the shipped vectors. The README's commands run against it; the shipped-vector test below edits a copy."""
     home = tmp_path_factory.mktemp("docs-home")
-    env = {**os.environ, "TRAINFIX_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINFIX_")}
+    env.update(TRAINFIX_HOME=str(home), HF_HUB_OFFLINE="1")
     r = subprocess.run([PY, "-m", "app.cli", "ingest", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert '"embedded": 0' in r.stdout
-    return home
+    return home, json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def docs_home(first_ingest) -> Path:
+    return first_ingest[0]
+
+
+def test_fresh_start_embeds_nothing_then_only_the_edited_case(first_ingest, tmp_path):
+    """Issue 12: with current shipped vectors a fresh start embeds 0 units; after one case is edited, exactly the
+    changed unit is embedded."""
+    home, rep = first_ingest
+    assert rep["embedded"] == 0 and rep["added"] > 3000 and not rep["problems"], rep
+    kb, home2 = tmp_path / "kb", tmp_path / "home"
+    shutil.copytree(ROOT / "kb" / "cases", kb / "cases")
+    shutil.copytree(ROOT / "kb" / "notes", kb / "notes")
+    shutil.copytree(home, home2)  # the same index and vector cache, so only the edit differs
+    path = kb / "cases" / "loss_zero" / "deepspeed-comm-dtype-fp32-loss-zero.md"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("## English", "## English\n\n### Note\nEdited in a test: this section is new.", 1), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINFIX_")}
+    env.update(TRAINFIX_HOME=str(home2), HF_HUB_OFFLINE="1")
+    r = subprocess.run([PY, "-m", "app.cli", "ingest", str(kb), "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rep2 = json.loads(r.stdout)
+    assert rep2["embedded"] == 1, rep2  # the new section; the case's other units only moved or are unchanged
+    assert rep2["added"] + rep2["updated"] >= 1 and rep2["removed"] == 0, rep2
 
 
 @pytest.fixture(scope="module")

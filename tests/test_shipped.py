@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-
-from conftest import ROOT, make_settings
-
 from app.shipped import SHIPPED, ShippedVectors, key64, stale
-from ingest.chunk import case_units
-from ingest.pipeline import collect, ingest, kb_units
+from ingest.pipeline import kb_units
 
 
 def test_shipped_vectors_are_current_and_within_budget():
@@ -37,26 +32,5 @@ def test_shipped_vectors_match_the_embedder(embedder):
     assert float(got @ want) > 0.995
 
 
-def test_fresh_start_embeds_nothing_then_only_the_edited_case(tmp_path, embedder):
-    from app.embeddings import VectorCache
-    from app.store import Store
-
-    kb = tmp_path / "kb"
-    shutil.copytree(ROOT / "kb" / "cases", kb / "cases")
-    shutil.copytree(ROOT / "kb" / "notes", kb / "notes")
-    settings = make_settings(tmp_path / "home", tmp_path / "empty-cache.sqlite")  # no cache: only the shipped file
-    store = Store(settings, embedder, VectorCache(settings.vector_cache))
-    before = embedder.documents_embedded
-    rep = ingest(store, kb)
-    assert rep.added > 3000 and rep.embedded == 0 and embedder.documents_embedded == before
-
-    path = kb / "cases" / "loss_zero" / "deepspeed-comm-dtype-fp32-loss-zero.md"
-    text = path.read_text(encoding="utf-8")
-    path.write_text(text.replace("## English", "## English\n\n### Note\nEdited in a test: this section is new.", 1), encoding="utf-8")
-    case = next(c for c in collect(kb)[0] if c.id == "deepspeed-comm-dtype-fp32-loss-zero")
-    ids, docs, _ = store.all_units()
-    old_texts = {d for i, d in zip(ids, docs, strict=True) if i.startswith(case.id + ":")}
-    new_texts = {u.text for u in case_units(case)} - old_texts  # only text nobody has a vector for
-    rep2 = ingest(store, kb)
-    assert len(new_texts) == 1  # the new section; the others only moved
-    assert rep2.embedded == 1 and rep2.added + rep2.updated >= 1
+# The fresh-start test (0 embedded, then exactly the edited unit) uses the session's one full index: see
+# tests/test_docs_commands.py::test_fresh_start_embeds_nothing_then_only_the_edited_case.
