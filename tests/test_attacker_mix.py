@@ -19,6 +19,8 @@ from conftest import ROOT, ServerProc, api_server_args, clean_env, free_port
 sys.path.insert(0, str(ROOT / "eval"))
 import loadtest  # noqa: E402
 
+pytestmark = pytest.mark.serial  # measures time under load: run alone (tests/run.sh)
+
 WINDOW_S = float(os.environ.get("TRAINFIX_ATTACK_WINDOW_S", "6"))
 
 

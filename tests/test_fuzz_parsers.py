@@ -27,7 +27,9 @@ the same way (mutated fixtures and real event files with flipped, cut and splice
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -290,6 +292,7 @@ def test_fuzz_article(text, is_html):
 
 
 _SCRATCH = Path(tempfile.mkdtemp(prefix="trainfix-fuzz-"))
+atexit.register(shutil.rmtree, _SCRATCH, True)
 
 USER = st.one_of(st.fixed_dictionaries({"login": st.one_of(TEXT, HOSTILE)}), HOSTILE)
 COMMENT = st.one_of(st.fixed_dictionaries({}, optional={"body": st.one_of(TEXT, HOSTILE, mutated(ALL)), "user": USER, "author": USER,

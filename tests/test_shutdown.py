@@ -8,7 +8,10 @@ import threading
 import time
 
 import httpx
+import pytest
 from conftest import PY, ServerProc, clean_env, free_port
+
+pytestmark = pytest.mark.serial  # measures time under load: run alone (tests/run.sh)
 
 ZH = "训练时 loss 突然变成 NaN，梯度范数很大，已经试过降低学习率。"
 EN = "Full fine-tune of Qwen-7B: the loss drops to 0 after ten steps and grad norm spikes first. "
