@@ -24,6 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app import plots
 from app.channels.auth import TokenGate
 from app.channels.errors import REQUEST_ID, ApiError, error_response
 from app.feedback import COMMENT_MAX_CHARS, ITEM_MAX_CHARS
@@ -479,40 +480,6 @@ class _TitleIndex:
         return out
 
 
-PLOT_KEEP_N = 200  # charts kept in the data directory, newest first
-PLOT_KEEP_S = 24 * 3600
-
-
-def plots_dir(state: State):
-    d = state.settings.home / "plots"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def with_plot(state: State, d: Diagnosis, atts: list) -> Diagnosis:
-    """Draw the run of the first attachment that has a series; keep a bounded number of charts for a bounded time."""
-    from app.chart import alt_text, draw, first_run
-
-    run = first_run(atts)
-    if run is None:
-        return d
-    try:
-        import matplotlib  # noqa: F401 - an install without it answers without a chart
-    except ImportError:
-        log.warning("no chart: matplotlib is not installed (pip install 'trainfix[serve]')")
-        return d
-    folder = plots_dir(state)
-    name = f"{uuid.uuid4().hex}.png"
-    fig, _ = draw(run, d.language, folder / name)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    old = sorted(folder.glob("*.png"), key=lambda p: p.stat().st_mtime, reverse=True)
-    now = time.time()
-    for k, p in enumerate(old):
-        if k >= PLOT_KEEP_N or now - p.stat().st_mtime > PLOT_KEEP_S:
-            p.unlink(missing_ok=True)
-    return d.model_copy(update={"plot_url": f"/v1/plots/{name}", "plot_alt": alt_text(run, d.language)})
 
 
 def _pools(workers: int) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
@@ -579,7 +546,7 @@ def build_router(state: State, warm: Warmup, pools: tuple[ThreadPoolExecutor, Th
             hist = [Turn(role=t.role, content=t.content) for t in req.history]
             t0 = time.perf_counter()
             d = diagnose(eng, req.question, atts, hist, lang=req.lang, top=req.top)
-            d = with_plot(state, d, atts)
+            d, _ = plots.plan(state.settings.home, d, atts, lazy=True)  # drawn when GET /v1/plots first asks for it
             top = (d.causes or d.related or [None])[0]
             log.info("diagnosed in %.0fms: confident=%s top=%s", (time.perf_counter() - t0) * 1000, d.confident, top.case_id if top else None)
             return to_json(d)
@@ -604,10 +571,12 @@ def build_router(state: State, warm: Warmup, pools: tuple[ThreadPoolExecutor, Th
 
     @r.get("/plots/{name}", summary="A chart of a diagnosed run (PNG)", response_class=FileResponse,
            responses={404: {"model": ErrorResponse, "description": "No such chart (they are kept for a bounded time and count)"}, **_errs(401)})
-    def plot_ep(name: str = Path(pattern=r"^[0-9a-f]{32}\.png$", max_length=40)) -> FileResponse:
-        f = plots_dir(state) / name
+    async def plot_ep(name: str = Path(pattern=plots.PLOT_NAME, max_length=40)) -> FileResponse:
+        await asyncio.get_running_loop().run_in_executor(None, plots.wait, name, 15.0)  # drawn now, or still being drawn
+        f = plots.plots_dir(state.settings.home) / name
         if not f.is_file():
-            raise ApiError(404, "plot_not_found", f"no chart {name!r}: charts are kept for {PLOT_KEEP_S // 3600} h, the last {PLOT_KEEP_N}")
+            raise ApiError(404, "plot_not_found",
+                           f"no chart {name!r}: charts are kept for {plots.PLOT_KEEP_S // 3600} h, the last {plots.PLOT_KEEP_N}")
         return FileResponse(f, media_type="image/png")
 
     @r.post(

@@ -339,16 +339,15 @@ class SlackBot:
                              name="trainfix-slack-chart").start()
 
     def upload_chart(self, client, channel: str, thread_ts: str, d: Diagnosis, atts: list) -> str | None:
-        """The run in the attachments, drawn by the API's code path, uploaded into the thread with Slack's external
+        """The run in the attachments, drawn by the shared chart path (app.plots), uploaded into the thread with Slack's external
         upload flow (files.getUploadURLExternal, POST the bytes, files.completeUploadExternal with channel_id and
         thread_ts). Runs after the answer is posted; a failure (e.g. no files:write scope) costs only the chart."""
-        from app.channels.api import plots_dir, with_plot
+        from app.plots import draw_now
 
         try:
-            drawn = with_plot(self.state, d, atts)
-            if not drawn.plot_url:
+            drawn, png = draw_now(self.state.settings.home, d, atts)
+            if png is None:
                 return None
-            png = plots_dir(self.state) / drawn.plot_url.rsplit("/", 1)[-1]
             data = png.read_bytes()
             resp = client.files_upload_v2(
                 channel=channel, thread_ts=thread_ts, file=data, filename="trainfix-run.png",

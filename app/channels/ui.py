@@ -5,7 +5,7 @@ Every turn calls `diagnose()` with the whole conversation so far (earlier messag
 "I already removed communication_data_type" re-ranks the causes. Channels only translate: the answer is
 `app.render.to_markdown(cards=True)` (the verdict first, each cause a <details> card, only the first open) plus the
 bad-input messages and a "what I read from your files" section. When the turn's files hold a run, its chart is drawn
-by the API's code path (`app.channels.api.with_plot`) after the answer is on screen and then shown inside it. A
+by the shared chart path (`app.plots`) after the answer is on screen and then shown inside it. A
 clarifying question ends the answer and carries its quick replies as the message's options, so Gradio shows them
 under that question on the latest answer only. Feedback records the item (case or thread note) and a one-line comment.
 """
@@ -112,18 +112,17 @@ def render_answer(d: Diagnosis, problems: list[str], chart: str = "") -> str:
 
 
 def chart_markdown(state: State, d: Diagnosis, atts: list[Attachment]) -> str:
-    """The run in the attachments drawn by the API's code path (same chart, same bounded plots folder), as a Markdown
+    """The run in the attachments drawn by the shared chart path (same chart, same bounded plots folder), as a Markdown
     image served by Gradio from that folder (so the page's own sign-in covers it); "" when there is no run."""
-    from app.channels.api import plots_dir, with_plot
+    from app.plots import draw_now
 
     try:
-        drawn = with_plot(state, d, atts)
+        drawn, path = draw_now(state.settings.home, d, atts)
     except Exception:  # noqa: BLE001 - a chart that cannot be drawn never costs the answer
         log.exception("chart failed in the UI")
         return ""
-    if not drawn.plot_url:
+    if path is None:
         return ""
-    path = plots_dir(state) / drawn.plot_url.rsplit("/", 1)[-1]
     alt = drawn.plot_alt.replace("[", "(").replace("]", ")")
     return f"![{alt}](/gradio_api/file={quote(path.as_posix())} \"{labels(d.language)['chart']}\")"
 
@@ -187,9 +186,9 @@ def _item_of(data_index: Any) -> int | None:
 def build_ui(state: State) -> gr.Blocks:
     """The chat page. `state` is the process-wide engine + feedback store shared with the API and Slack."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from app.channels.api import plots_dir
+    from app.plots import plots_dir
 
-    gr.set_static_paths([str(plots_dir(state))])  # the charts drawn for answers, served by Gradio behind the page's sign-in
+    gr.set_static_paths([str(plots_dir(state.settings.home))])  # the charts drawn for answers, served by Gradio behind the page's sign-in
     T0 = ui_text("en")
 
     with gr.Blocks(title="trainfix", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:  # uploads removed after an hour
