@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.channels import api, slack
+from app.channels.request_log import configure_logging
 from app.runtime import State, Warmup
 from app.settings import Settings
 
@@ -62,7 +63,7 @@ def create_app(settings: Settings | None = None, with_ui: bool = True) -> FastAP
     """The FastAPI app with the API router, /slack/events and (when with_ui and app.channels.ui imports) the Gradio UI."""
     from fastapi.middleware.cors import CORSMiddleware
 
-    api.configure_logging()
+    configure_logging()
     settings = settings or Settings()
     state = State(settings)
     warm = Warmup(state)
