@@ -8,36 +8,40 @@ Per-channel options live in a small SQLite file in TRAINFIX_HOME (slack.sqlite):
   confident_only     answer only when a case matched confidently (default off)
   quiet_when_unsure  with confident_only: stay silent instead of saying "not sure" (default off)
   ephemeral          answer privately to the asker (default off)
+
+The pieces it uses live next to it: slack_options (that SQLite file), slack_dedupe (event ids already taken),
+slack_conversations (recent answers by thread), slack_text (Slack mrkdwn to plain text).
 """
 
 from __future__ import annotations
 
-import html
 import logging
 import re
-import sqlite3
 import threading
-import time
 import uuid
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from starlette.requests import Request
 
 from app.channels.errors import ApiError
+from app.channels.slack_conversations import SHOW, Conversation, Conversations
+from app.channels.slack_dedupe import Seen
+from app.channels.slack_options import OPTIONS, ChannelOptions
+from app.channels.slack_text import clean_text
 from app.models import Diagnosis
 from app.runtime import NotReady, State, Warmup
 from app.settings import Settings
 from app.store import StoreError, StoreUnavailable
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
 log = logging.getLogger("trainfix.slack")
 
 DEFAULT_API = "https://slack.com/api/"
-SHOW = 3  # causes per message
 KEEP = 9  # causes kept for the "more" button
-OPTIONS: dict[str, bool] = {"mention_only": True, "confident_only": False, "quiet_when_unsure": False, "ephemeral": False}
 
 HELP = (
     "*trainfix* diagnoses LLM training failures. Mention me (or DM me) with what you see, and paste your config, "
@@ -57,141 +61,6 @@ def api_base(url: str | None) -> str:
     if not path.endswith("/"):
         path += "/"
     return f"{u.scheme}://{u.netloc}{path}"
-
-
-# ---------------------------------------------------------------- small stores
-
-
-class ChannelOptions:
-    """Per-channel switches in TRAINFIX_HOME/slack.sqlite."""
-
-    def __init__(self, settings: Settings) -> None:
-        settings.home.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(settings.home / "slack.sqlite"), check_same_thread=False)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("create table if not exists channel_options (channel text, key text, value integer, by_user text, ts real, primary key (channel, key))")
-            self._db.commit()
-
-    def get(self, channel: str) -> dict[str, bool]:
-        with self._lock:
-            rows = self._db.execute("select key, value from channel_options where channel = ?", (channel,)).fetchall()
-        out = dict(OPTIONS)
-        out.update({k: bool(v) for k, v in rows if k in OPTIONS})
-        return out
-
-    def set(self, channel: str, key: str, value: bool, user: str = "") -> None:
-        if key not in OPTIONS:
-            raise ValueError(f"unknown option {key!r}: use one of {', '.join(OPTIONS)}")
-        with self._lock:
-            self._db.execute(
-                "insert into channel_options (channel, key, value, by_user, ts) values (?,?,?,?,?) "
-                "on conflict(channel, key) do update set value=excluded.value, by_user=excluded.by_user, ts=excluded.ts",
-                (channel, key, int(value), user, time.time()),
-            )
-            self._db.commit()
-
-
-class Seen:
-    """Event ids already taken (Slack retries an event it thinks was not acknowledged in time)."""
-
-    def __init__(self, ttl: float = 3600.0) -> None:
-        self.ttl = ttl
-        self._d: OrderedDict[str, float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def take(self, key: str) -> bool:
-        """True the first time a key is seen (the caller handles it), False for a repeat."""
-        now = time.monotonic()
-        with self._lock:
-            while self._d and next(iter(self._d.values())) < now - self.ttl:
-                self._d.popitem(last=False)
-            if key in self._d:
-                return False
-            self._d[key] = now
-            return True
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._d.pop(key, None)
-
-
-@dataclass
-class Conversation:
-    channel: str
-    thread_ts: str | None
-    user: str
-    question: str
-    diagnosis: Diagnosis
-    ephemeral: bool = False
-    shown: int = SHOW
-    turns: list[tuple[str, str]] = field(default_factory=list)
-
-
-class Conversations:
-    """Recent answers by thread, for the buttons and as a fallback history when conversations.replies is not allowed."""
-
-    def __init__(self, size: int = 2000) -> None:
-        self.size = size
-        self._d: OrderedDict[str, Conversation] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Conversation | None:
-        with self._lock:
-            c = self._d.get(key)
-            if c is not None:
-                self._d.move_to_end(key)
-            return c
-
-    def put(self, key: str, conv: Conversation) -> None:
-        with self._lock:
-            self._d[key] = conv
-            self._d.move_to_end(key)
-            while len(self._d) > self.size:
-                self._d.popitem(last=False)
-
-
-# ---------------------------------------------------------------- text from Slack
-
-
-_LINK = re.compile(r"<([^<>|]+)(?:\|([^<>]*))?>")
-
-
-def clean_text(text: str, bot_user_id: str | None = None) -> str:
-    """Slack mrkdwn -> plain text: our mention removed, links and mentions unwrapped, entities decoded, code fences fixed."""
-    text = text or ""
-    if bot_user_id:
-        text = re.sub(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>\s*", "", text)
-
-    def unwrap(m: re.Match) -> str:
-        target, label = m.group(1), m.group(2)
-        if target.startswith("@"):
-            return "@" + (label or target[1:])
-        if target.startswith("#"):
-            return "#" + (label or target[1:])
-        if target.startswith("!"):
-            return "@" + (label or target[1:].split("^")[0])
-        return label if label and not target.startswith(("http://", "https://", "mailto:")) else (target if not label or label in target else f"{label} ({target})")
-
-    text = _LINK.sub(unwrap, text)
-    text = html.unescape(text)
-    return fix_fences(text).strip()
-
-
-def fix_fences(text: str) -> str:
-    """Slack sends ```{"a": 1}``` with the code on the fence's line; put it on its own line so it reads as a block."""
-    parts = text.split("```")
-    if len(parts) < 3:
-        return text
-    for i in range(1, len(parts) - 1, 2):
-        code = parts[i]
-        first = code.split("\n", 1)[0]
-        if code.startswith("\n") or re.fullmatch(r"[\w.+-]{1,20}", first.strip()) and "\n" in code:
-            continue
-        parts[i] = "\n" + code
-        if not code.endswith("\n"):
-            parts[i] += "\n"
-    return "```".join(parts)
 
 
 # ---------------------------------------------------------------- the bot
@@ -540,7 +409,7 @@ class SlackBot:
 # ---------------------------------------------------------------- mounting
 
 
-def install(app, state: State, warm: Warmup):
+def install(app: FastAPI, state: State, warm: Warmup) -> SlackBot | None:
     """POST /slack/events on the FastAPI app. Returns the SlackBot, or None when Slack is not configured."""
     from app.channels.errors import error_response
 
@@ -582,7 +451,7 @@ def install(app, state: State, warm: Warmup):
     return bot
 
 
-def start_socket_mode(bot: SlackBot, app_token: str):
+def start_socket_mode(bot: SlackBot, app_token: str) -> SocketModeHandler:
     """Socket Mode for teams without a public URL: a websocket to Slack instead of /slack/events."""
     from slack_bolt.adapter.socket_mode import SocketModeHandler
 
