@@ -258,7 +258,7 @@ def ingest_throughput(settings_cls, emb, base, n: int, tmp: Path) -> dict:
     from app.embeddings import VectorCache
     from app.store import Store
 
-    ids, docs, metas, _, _ = base
+    ids, docs, metas = base[:3]
     sel = list(range(0, len(ids), max(1, len(ids) // n)))[:n]
     texts = [docs[i] + " (bench)" for i in sel]  # text no shipped vector or cache holds: both paths really embed
     t0 = time.perf_counter()
