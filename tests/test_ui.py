@@ -99,6 +99,19 @@ def ask(page: Page, text: str = "", files: list[Path] | None = None, click: str 
 
 
 CARD = "details.tf-card"
+
+
+def toggle(card, want_open: bool) -> None:
+    """Click a card's summary until it is open (or closed). Under load a click can land while Gradio re-renders the
+    message (the chart arrives after the answer), which resets the cards; a real user would click again."""
+    for _ in range(3):
+        card.locator("summary").click()
+        try:
+            expect(card).to_have_js_property("open", want_open, timeout=10_000)
+            return
+        except AssertionError:
+            continue
+    expect(card).to_have_js_property("open", want_open, timeout=10_000)
 OPTION = "#tf-chat button.option"  # Gradio shows a message's options (quick replies) under the latest answer only
 
 
@@ -222,11 +235,9 @@ def test_run_upload_chart_cards_and_layout(browser, ui_server, tmp_path: Path):
         cards = answer.locator(CARD)
         assert cards.count() >= 2
         assert cards.first.evaluate("d => d.open") and not cards.nth(1).evaluate("d => d.open")
-        cards.nth(1).locator("summary").click()
-        expect(cards.nth(1)).to_have_js_property("open", True)
+        toggle(cards.nth(1), True)
         expect(cards.nth(1).locator("li").first).to_be_visible()
-        cards.first.locator("summary").click()
-        expect(cards.first).to_have_js_property("open", False)
+        toggle(cards.first, False)
         cards.first.locator("summary").click()
 
         # layout at 1440: the chat takes the window's height, the upload box is no taller than the question box
