@@ -77,10 +77,11 @@ class FeedbackStore:
         (for "fixed" it is also the row's case_id); `comment` is the user's optional one-line remark."""
         if kind not in KINDS:
             raise ValueError(f"feedback kind must be one of {', '.join(KINDS)}")
-        atts = {name[:255]: _clean(text) for name, text in list((attachments or {}).items())[:20]}
+        atts = {redact(name)[0][:255]: _clean(text) for name, text in list((attachments or {}).items())[:20]}
         answer = _clean_json(answer) if answer else {}
         extra = _clean_json(extra) if extra else {}
-        item = (item or "").strip()[:ITEM_MAX_CHARS] or None
+        item = redact((item or "").strip())[0][:ITEM_MAX_CHARS] or None  # redact first: a cut secret would no longer match
+        case_id = redact(case_id)[0][:ITEM_MAX_CHARS] if case_id else case_id
         if item:
             extra["item"] = item
         if kind == "fixed" and not case_id:

@@ -7,6 +7,7 @@ import string
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,8 @@ from app.feedback import FeedbackStore
 
 ALNUM = string.ascii_letters + string.digits
 _tok = st.text(alphabet=ALNUM, min_size=24, max_size=40)
-_pw = st.text(alphabet=ALNUM + "!$%^*", min_size=6, max_size=20).filter(lambda s: s[0].isalnum())
+# a password starts with "Pw9" so it cannot equal a word the stored row holds anyway ("summary", "cfg.yaml", ...)
+_pw = st.text(alphabet=ALNUM + "!$%^*", min_size=5, max_size=20).map(lambda s: "Pw9" + s)
 
 SECRETS = st.one_of(
     _tok.map(lambda t: ("hf_" + t, "hf_" + t)),
@@ -43,24 +45,38 @@ def test_redact_removes_every_generated_secret(before, secret, after):
     assert text.count(raw) <= (before + after).count(raw) and n >= 1  # the filler may contain the same letters
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
-@given(before=FILLER, secret=SECRETS, where=st.sampled_from(["question", "comment", "answer", "config", "log"]))
-def test_nothing_stored_holds_a_secret(before, secret, where):
-    shown, raw = secret
-    payload = f"{before}\n{shown}\nloss nan at step 10"
-    with tempfile.TemporaryDirectory() as d:
-        fb = FeedbackStore(Path(d) / "fb.sqlite")
-        fb.add(
-            "up",
-            payload if where == "question" else "q",
-            answer={"summary": payload} if where == "answer" else {"summary": "a"},
-            attachments={"train.log" if where == "log" else "cfg.yaml": payload} if where in ("config", "log") else None,
-            extra={"comment": payload} if where == "comment" else None,
-        )
-        stored = (Path(d) / "fb.sqlite").read_bytes() + b"".join(p.read_bytes() for p in Path(d).glob("fb.sqlite-*"))
-        if raw not in before:
-            assert raw.encode() not in stored
-            assert raw not in json.dumps(fb.export(), ensure_ascii=False)
+SHM = "/dev/shm" if Path("/dev/shm").is_dir() else None  # a fresh database per example: in memory when we can
+CHANNELS = ["question", "comment", "answer", "config", "log", "history", "item", "case_id", "file name"]
+
+
+@pytest.mark.parametrize("where", CHANNELS)
+def test_nothing_stored_holds_a_secret(where):
+    """500 generated secrets per channel (where the secret is embedded), each stored in a fresh feedback database."""
+
+    @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+    @given(before=FILLER, secret=SECRETS)
+    def prop(before, secret):
+        shown, raw = secret
+        payload = f"{before}\n{shown}\nloss nan at step 10"
+        with tempfile.TemporaryDirectory(dir=SHM) as d:
+            fb = FeedbackStore(Path(d) / "fb.sqlite")
+            fb.add(
+                "up",
+                payload if where == "question" else "q",
+                answer={"summary": payload} if where == "answer" else {"summary": "a"},
+                attachments=({"train.log" if where == "log" else "cfg.yaml": payload} if where in ("config", "log")
+                             else {payload[:250]: "x"} if where == "file name" else None),
+                case_id=payload[:200] if where == "case_id" else None,
+                extra={"history": [{"role": "user", "content": payload}]} if where == "history" else None,
+                comment=payload if where == "comment" else None,
+                item=payload[:200] if where == "item" else None,
+            )
+            stored = (Path(d) / "fb.sqlite").read_bytes() + b"".join(p.read_bytes() for p in Path(d).glob("fb.sqlite-*"))
+            if raw not in before:
+                assert raw.encode() not in stored
+                assert raw not in json.dumps(fb.export(), ensure_ascii=False)
+
+    prop()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
