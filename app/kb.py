@@ -38,7 +38,7 @@ class LoadResult:
     files: int = 0
 
 
-class _LineLoader(yaml.SafeLoader):
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml reads the KB's 230 files ~10x faster
     """A YAML loader that remembers the line of every mapping key, so errors can point at it."""
 
 
