@@ -42,5 +42,5 @@ rc=0; .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m 
 [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"
 rc=0; .venv/bin/python -m pytest -q -p no:cacheprovider -m serial "$@" || rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"
-# regression guard on retrieval quality (a floor set from measured numbers, see README)
-.venv/bin/trainfix eval --set authored --subset 80 --no-baselines --st-model "" --no-write --min-hit3 0.92
+# the regression guard on retrieval quality (authored hit@3 >= 0.92) runs inside the suite, on its full index:
+# tests/test_docs_commands.py::test_eval_regression_guard

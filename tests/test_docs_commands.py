@@ -165,3 +165,12 @@ def test_curl_examples_against_a_live_server(docs_home, known_ids, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_eval_regression_guard(docs_home):
+    """The retrieval-quality floor (README, "Test it"): the authored set's first 80 questions keep hit@3 ≥ 0.92.
+    Runs on the session's full index (the ingest inside `trainfix eval` finds it unchanged)."""
+    cmd = [PY, "-m", "app.cli", "eval", "--set", "authored", "--subset", "80", "--no-baselines", "--st-model", "", "--no-write", "--min-hit3", "0.92"]
+    r = subprocess.run(cmd, cwd=ROOT, env=_env(docs_home), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert re.search(r"full\s+hit@1 [0-9.]+\s+hit@3 (0\.9[2-9]|1\.0)", r.stdout), r.stdout[-2000:]
