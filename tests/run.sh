@@ -31,11 +31,11 @@ else
   .venv/bin/pip install -q --no-compile -e '.[serve,lsp,st,eval,test]'
 fi
 [ -z "$APT_PID" ] || wait "$APT_PID"
-export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=False
+export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=False PYTHONPYCACHEPREFIX="$TMP_ROOT/pycache"  # no caches in the clone
 export TRAINFIX_HOME="${TRAINFIX_HOME:-$TMP_ROOT/trainfix}"
 export TRAINFIX_TEST_ARTIFACTS="${TRAINFIX_TEST_ARTIFACTS:-$TMP_ROOT/artifacts}"   # screenshots (kept outside the clone)
 export HYPOTHESIS_STORAGE_DIRECTORY="$TMP_ROOT/hypothesis"
-.venv/bin/ruff check .
+.venv/bin/ruff check --no-cache .
 .venv/bin/trainfix kb check
 # two workers (one per core), a test file per worker; then the tests that measure time or load, alone
 rc=0; .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not serial" "$@" || rc=$?
