@@ -157,9 +157,6 @@ def draft_case_from_entry(e: dict[str, Any], category: str | None = None) -> tup
 def draft_from_review(data: dict[str, Any], path: Path, entry: int | None, out: Path | None = None, category: str | None = None) -> Path:
     e = pick(data, entry, path)
     cid, cat, text = draft_case_from_entry(e, category)
-    target = out or KB_DIR / "cases" / cat / f"{cid}.md"
-    if out is not None and (out.is_dir() or out.suffix != ".md"):
-        target = out / f"{cid}.md"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-    return target
+    from ingest.github_issue import write_draft  # github_issue imports this module for review files
+
+    return write_draft(cid, cat, text, out)

@@ -170,6 +170,11 @@ def draft_from_file(path: Path, out: Path | None = None, category: str | None = 
         return draft_from_review(data, path, entry, out, category)
     issue, comments = load_issue(path)
     cid, cat, text = draft_case(issue, comments, category)
+    return write_draft(cid, cat, text, out)
+
+
+def write_draft(cid: str, cat: str, text: str, out: Path | None) -> Path:
+    """Write a draft case: to `out` (a .md file, or a folder), else to kb/cases/<category>/<id>.md."""
     target = out or KB_DIR / "cases" / cat / f"{cid}.md"
     if out is not None and (out.is_dir() or out.suffix != ".md"):
         target = out / f"{cid}.md"
