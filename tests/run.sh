@@ -31,7 +31,7 @@ else
   .venv/bin/pip install -q --no-compile -e '.[serve,lsp,st,eval,test]'
 fi
 [ -z "$APT_PID" ] || wait "$APT_PID"
-export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=False PYTHONPYCACHEPREFIX="$TMP_ROOT/pycache"  # no caches in the clone
+export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=False
 export TRAINFIX_HOME="${TRAINFIX_HOME:-$TMP_ROOT/trainfix}"
 export TRAINFIX_TEST_ARTIFACTS="${TRAINFIX_TEST_ARTIFACTS:-$TMP_ROOT/artifacts}"   # screenshots (kept outside the clone)
 export HYPOTHESIS_STORAGE_DIRECTORY="$TMP_ROOT/hypothesis"
