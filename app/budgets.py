@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from app.messages import t
+
 
 class Budgets(BaseModel):
     question_chars: int = 20_000  # prose + pasted blocks; a page of text is ~3k
@@ -35,8 +37,6 @@ class Cut:
         self.notes.append((key, params))
 
     def get(self, lang: str) -> list[str]:
-        from app.messages import t
-
         return [t(k, lang, **p) for k, p in self.notes]
 
 

@@ -6,6 +6,7 @@ place. `t(key, lang, **params)` formats with str.format.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 CATALOG: dict[str, tuple[str, str]] = {
@@ -128,9 +129,10 @@ def has(key: str) -> bool:
     return key in CATALOG
 
 
+@cache
 def view(prefix: str, lang: str) -> dict[str, Any]:
     """All messages under `prefix.` in one language, nested by their dotted keys (for modules that look labels up
-    by name, e.g. `view("render", "zh")["likely"]["high"]`)."""
+    by name, e.g. `view("render", "zh")["likely"]["high"]`). Built once per (prefix, lang): read it, do not change it."""
     out: dict[str, Any] = {}
     for key, pair in CATALOG.items():
         if key.startswith(prefix + "."):

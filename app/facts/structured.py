@@ -37,10 +37,11 @@ def _plain_value(value: str) -> Any:
     if loader is None:
         loader = _local.loader = yaml.SafeLoader("")
     tag = loader.resolve(yaml.ScalarNode, value, (True, False))
-    if tag == "tag:yaml.org,2002:str":
+    construct = loader.yaml_constructors.get(tag)
+    if tag == "tag:yaml.org,2002:str" or construct is None:
         return value
-    try:
-        return loader.construct_object(yaml.ScalarNode(tag, value), deep=True)
+    try:  # the tag's constructor itself: construct_object would remember every node in the long-lived loader
+        return construct(loader, yaml.ScalarNode(tag, value))
     except (yaml.YAMLError, ValueError, OverflowError):  # ValueError: an integer past Python's 4,300-digit limit stays text
         return value
 
