@@ -7,6 +7,7 @@ it is shared when the store is a server.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ class Store:
         """Store the full case, note and article records, so any process sharing the index can render answers."""
         old = self._cards_col.get(include=["metadatas"])
         mine = {i for i, m in zip(old["ids"], old["metadatas"], strict=True) if (m or {}).get("origin") == origin}
+        held = {i: (m or {}).get("h") for i, m in zip(old["ids"], old["metadatas"], strict=True)}
         ids = [c.id for c in cases] + [a.id for a in articles or []] + [n.id for n in notes or []]
         docs = (
             [c.model_dump_json(by_alias=True) for c in cases]
@@ -154,11 +156,25 @@ class Store:
             + [{"origin": origin, "kind": "article", "category": "article"} for a in articles or []]
             + [{"origin": origin, "kind": "note", "category": n.category} for n in notes or []]
         )
-        for i in range(0, len(ids), 1000):
-            self._cards_col.upsert(ids=ids[i : i + 1000], documents=docs[i : i + 1000], metadatas=metas[i : i + 1000], embeddings=[[0.0]] * len(ids[i : i + 1000]))
+        # rewriting an unchanged card costs as much as writing it (Chroma re-indexes its text): a re-ingest of an
+        # unchanged KB took 5 s here; only cards whose content hash differs are written
+        for m, d in zip(metas, docs, strict=True):
+            m["h"] = hashlib.sha256(d.encode("utf-8")).hexdigest()[:16]
+        todo = [k for k, (i, m) in enumerate(zip(ids, metas, strict=True)) if held.get(i) != m["h"]]
+        for s in range(0, len(todo), 1000):
+            part = todo[s : s + 1000]
+            self._cards_col.upsert(
+                ids=[ids[k] for k in part], documents=[docs[k] for k in part], metadatas=[metas[k] for k in part],
+                embeddings=[[0.0]] * len(part),
+            )
         gone = sorted(mine - set(ids))
         if gone:
             self._cards_col.delete(ids=gone)
+
+    def count_cards(self, kind: str = "case") -> int:
+        """How many cards of a kind the index holds, from metadata only (no card is parsed)."""
+        got = self._cards_col.get(include=["metadatas"])
+        return sum(1 for m in got["metadatas"] if (m or {}).get("kind", "case") == kind)
 
     def _cards(self, kind: str) -> list[str]:
         got = self._cards_col.get(include=["documents", "metadatas"])

@@ -115,7 +115,7 @@ def ingest(
     if to_remove:
         store.delete(to_remove)
     store.write_cards(cases, origin, arts, notes)
-    store.write_manifest(embedder=store.embedder.id, complete=True, units=store.count(), cases=len(store.read_cards()))
+    store.write_manifest(embedder=store.embedder.id, complete=True, units=store.count(), cases=store.count_cards("case"))
     rep.embedded = store.embedder.documents_embedded - before_emb
     return rep
 
