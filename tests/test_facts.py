@@ -402,3 +402,19 @@ def test_broken_or_odd_trainer_state_gives_a_note_not_an_exception():
     for odd in ('["log_history"]', '{"log_history": 5}', '{"log_history": ["x", 3]}'):
         fs = read_attachments([Attachment("trainer_state.json", odd)])
         assert fs.files and fs.files[0].file == "trainer_state.json"
+
+
+JSONL_LOG = """{"loss": 1.71, "grad_norm": 1.9, "learning_rate": 1e-05, "epoch": 0.02}
+{"loss": 1.64, "grad_norm": 2.0, "learning_rate": 1e-05, "epoch": 0.04}
+Traceback (most recent call last):
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.02 GiB is free.
+"""
+
+
+@pytest.mark.parametrize("name", ["train.log", "metrics.jsonl", "stdout.txt"])
+def test_log_named_file_starting_with_a_json_record_is_read_as_a_log(name):
+    """A log whose first line is a JSON record (metrics, then a traceback) was read as broken JSON: the OOM was lost."""
+    assert detect_kind(name, JSONL_LOG) == "log"
+    assert "log.oom" in facts_of(name, JSONL_LOG)
+    assert detect_kind("config.json", '{"fp16": {"enabled": true}}') == "json"
+    assert detect_kind("run.log", '{"fp16": {"enabled": true}}') == "json"  # one whole JSON document stays JSON

@@ -115,10 +115,13 @@ def detect_kind(name: str, text: str) -> str:
     run_kind = sniff(s[:200000])
     if run_kind is not None:
         return run_kind
+    is_log_name = low.endswith((".log", ".txt", ".out", ".err", ".jsonl"))
     if s.startswith("{") or s.startswith("["):
-        if s.startswith("{") and not s.startswith("{'") and (low.endswith(".json") or _json_ok(s)):
+        # a log named as one whose first line is a JSON record (JSONL metrics, then a traceback) stays a log:
+        # only one whole JSON document makes such a file JSON
+        if s.startswith("{") and not s.startswith("{'") and (low.endswith(".json") or (_json_strict(s) if is_log_name else _json_ok(s))):
             return "json"
-    if low.endswith((".log", ".txt", ".out", ".err")) and looks_like_log(s):
+    if is_log_name and looks_like_log(s):
         return "log"
     if low.endswith(".py") or (looks_like_python(s) and _py_ok(s)):
         return "python"
@@ -150,6 +153,14 @@ def _mostly_key_values(s: str) -> bool:
         return False
     kv = sum(1 for ln in lines if re.match(r"^\s*(- )?[\w.\-]+\s*:(\s|$)", ln))
     return kv >= 0.6 * len(lines) and not any(ln.lstrip().startswith("{") for ln in lines)
+
+
+def _json_strict(s: str) -> bool:
+    try:
+        json.loads(s)
+        return True
+    except (ValueError, RecursionError):
+        return False
 
 
 def _json_ok(s: str) -> bool:
