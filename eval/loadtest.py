@@ -145,14 +145,15 @@ def run_load(url: str, token: str | None, clients: int, duration: float, reqs: l
     return res, time.perf_counter() - t0
 
 
-def attacker_mix(url: str, token: str | None, clients: int, duration: float, reqs: list[dict]) -> dict:
-    """Normal clients alone, then beside one attacker, for `duration` s each: p95, errors and the worst /healthz."""
-    base, wall0 = run_load(url, token, clients, duration, reqs)
+def attacker_mix(url: str, token: str | None, clients: int, duration: float, reqs: list[dict], baseline: float | None = None) -> dict:
+    """Normal clients alone for `baseline` s (default `duration`), then beside one attacker for `duration` s: p95,
+    errors and the worst /healthz."""
+    base, wall0 = run_load(url, token, clients, baseline or duration, reqs)
     att, health = Result(), []
     mixed, wall1 = run_load(url, token, clients, duration, reqs, attacker=att, health=health)
     ms = lambda r: [x * 1000 for x in r.latencies]  # noqa: E731
     return {
-        "clients": clients, "duration_s": duration,
+        "clients": clients, "duration_s": duration, "baseline_s": baseline or duration,
         "p95_alone_ms": pct(ms(base), 95), "p95_with_attacker_ms": pct(ms(mixed), 95),
         "p50_alone_ms": pct(ms(base), 50), "p50_with_attacker_ms": pct(ms(mixed), 50),
         "rps_alone": len(base.latencies) / wall0, "rps_with_attacker": len(mixed.latencies) / wall1,
@@ -165,7 +166,7 @@ def attacker_mix(url: str, token: str | None, clients: int, duration: float, req
 
 def attacker_table(r: dict) -> str:
     return "\n".join([
-        f"{r['clients']} normal clients on `POST /v1/diagnose`, {r['duration_s']:.0f} s alone, then {r['duration_s']:.0f} s beside one client "
+        f"{r['clients']} normal clients on `POST /v1/diagnose`, {r.get('baseline_s', r['duration_s']):.0f} s alone, then {r['duration_s']:.0f} s beside one client "
         "sending only maximum-size inputs (100,000-character en and zh questions, an 18 MB history, a billion-laughs YAML, "
         "10,000-deep JSON and YAML), on the same machine.",
         "",

@@ -32,6 +32,20 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 # Hypothesis keeps its example database outside the clone
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ.get("TMPDIR", "/tmp")) / "trainfix-hypothesis"))
 
+# Seconds each file took under `tests/run.sh` (2 workers, 2026-11-23). Only the order of files depends on it: with
+# `--dist loadfile` the heaviest files start first, so the two workers finish together (longest-first scheduling).
+FILE_COST = {
+    "test_docs_commands.py": 115, "test_ui.py": 52, "test_cli.py": 28, "test_api.py": 20, "test_redaction_property.py": 20,
+    "test_ingest.py": 18, "test_slack.py": 12, "test_chroma_server.py": 12, "test_fuzz_parsers.py": 12,
+    "test_run_readers.py": 9, "test_lsp.py": 8, "test_retrieval.py": 5, "test_neovim.py": 4,
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Heaviest files first (stable within a file), so the parallel part ends on both workers at about the same time."""
+    items.sort(key=lambda it: -FILE_COST.get(it.path.name, 1))
+
+
 SEED_CASES = [
     "loss_zero/deepspeed-comm-dtype-fp32-loss-zero",
     "preference_optimization/openrlhf-kto-vanilla-loss-nan",

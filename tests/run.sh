@@ -40,7 +40,9 @@ export HYPOTHESIS_STORAGE_DIRECTORY="$TMP_ROOT/hypothesis"
 # two workers (one per core), a test file per worker; then the tests that measure time or load, alone
 rc=0; .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not serial" "$@" || rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"
-rc=0; .venv/bin/python -m pytest -q -p no:cacheprovider -m serial "$@" || rc=$?
+# (only the files that hold such tests are collected: importing the rest costs seconds for nothing)
+SERIAL=("$@"); [ "$#" -gt 0 ] || mapfile -t SERIAL < <(grep -l "pytest.mark.serial" tests/test_*.py)
+rc=0; .venv/bin/python -m pytest -q -p no:cacheprovider -m serial "${SERIAL[@]}" || rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"
 # the regression guard on retrieval quality (authored hit@3 >= 0.92) runs inside the suite, on its full index:
 # tests/test_docs_commands.py::test_eval_regression_guard

@@ -1,8 +1,8 @@
 """One client sending maximum-size inputs does not stall the others, and each such input is answered or cut in time.
 
-The issue asks for a 30 s attacker mix; the test suite must stay under 5 minutes, so each phase here runs
-TRAINFIX_ATTACK_WINDOW_S seconds (default 6). `python eval/loadtest.py --attacker --clients 15 --duration 30` runs the
-full 30 s per phase for the figures in eval/bench.md ("Attacker mix"); both use the same code (eval/loadtest.py).
+The attacker runs 30 s (TRAINFIX_ATTACK_WINDOW_S) beside 15 normal clients, whose p95 is compared with their p95 alone
+over a 10 s baseline (TRAINFIX_ATTACK_BASELINE_S). `python eval/loadtest.py --attacker --clients 15 --duration 30`
+gives the figures in eval/bench.md ("Attacker mix") with the same code (eval/loadtest.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import loadtest  # noqa: E402
 
 pytestmark = pytest.mark.serial  # measures time under load: run alone (tests/run.sh)
 
-WINDOW_S = float(os.environ.get("TRAINFIX_ATTACK_WINDOW_S", "6"))
+WINDOW_S = float(os.environ.get("TRAINFIX_ATTACK_WINDOW_S", "30"))
+BASELINE_S = float(os.environ.get("TRAINFIX_ATTACK_BASELINE_S", "10"))
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def test_each_maximum_size_input_finishes_within_5s_and_health_answers_within_20
 
 
 def test_attacker_mix_keeps_normal_clients_p95_within_2x_and_error_free(served):
-    r = loadtest.attacker_mix(served.url, None, clients=15, duration=WINDOW_S, reqs=loadtest.load_requests())
+    r = loadtest.attacker_mix(served.url, None, clients=15, duration=WINDOW_S, reqs=loadtest.load_requests(), baseline=BASELINE_S)
     print(loadtest.attacker_table(r))
     assert r["errors_alone"] == 0 and r["errors_with_attacker"] == 0, r["error_statuses"]
     # the attacker is served too, in its own lane at a lower priority (or told to retry: 503)
