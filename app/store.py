@@ -82,15 +82,9 @@ class Store:
         self._vs = None
         try:
             # the same collection langchain-chroma writes to (cosine space); queries use it directly with our vectors
-            self._collection = self.client.get_or_create_collection(
-                settings.collection, embedding_function=None, metadata={"hnsw:space": "cosine"}
-            )
-            self._manifest_col = self.client.get_or_create_collection(
-                settings.collection + "-manifest", embedding_function=None, metadata={"hnsw:space": "cosine"}
-            )
-            self._cards_col = self.client.get_or_create_collection(
-                settings.collection + "-cards", embedding_function=None, metadata={"hnsw:space": "cosine"}
-            )
+            self._collection = _open_collection(self.client, settings.collection)
+            self._manifest_col = _open_collection(self.client, settings.collection + "-manifest")
+            self._cards_col = _open_collection(self.client, settings.collection + "-cards")
         except StoreError:
             raise
         except Exception as e:
@@ -211,10 +205,18 @@ class Store:
         return ids, docs, metas
 
     def add(self, ids: list[str], texts: list[str], metas: list[dict], progress=None) -> None:
+        """Write units: vectors from the cache (shipped or earlier) or embedded now, in batches of 256 so progress
+        moves. Ids absent from the index are inserted (`add`, cheaper than an upsert); the rest replaced."""
         self._wrapped.progress = progress
         batch = max(1, min(self.client.get_max_batch_size(), 256))
+        held: set[str] = set()
+        for i in range(0, len(ids), 5000):
+            held.update(self.collection.get(ids=ids[i : i + 5000], include=[])["ids"])
         for i in range(0, len(ids), batch):
-            self.vs.add_texts(texts[i : i + batch], metadatas=metas[i : i + batch], ids=ids[i : i + batch])
+            part = slice(i, i + batch)
+            vecs = self._wrapped.embed_documents(texts[part])
+            write = self.collection.upsert if held.intersection(ids[part]) else self.collection.add
+            write(ids=ids[part], documents=texts[part], metadatas=metas[part], embeddings=vecs)
         self._wrapped.progress = None
 
     def add_vectors(self, ids: list[str], texts: list[str], metas: list[dict], vectors: list[list[float]]) -> None:
@@ -246,6 +248,24 @@ class Store:
                 self.client.delete_collection(name)
             except Exception:  # noqa: S110 - absent is fine
                 pass
+
+
+def _open_collection(client, name: str):
+    """The collection, created in cosine space without Chroma's full-text index on documents: trainfix never searches
+    documents inside Chroma (BM25 is its own), and that index was a third of the time of writing the KB on a first
+    start. A collection made by an older version (with the index) is opened as it is."""
+    try:
+        return client.get_collection(name, embedding_function=None)
+    except Exception:  # noqa: S110 - absent: created below
+        pass
+    from chromadb.api.types import FtsIndexConfig, Schema, VectorIndexConfig
+
+    schema = Schema().create_index(config=VectorIndexConfig(space="cosine", embedding_function=None))
+    schema = schema.delete_index(config=FtsIndexConfig(), key="#document")
+    try:
+        return client.create_collection(name, schema=schema, embedding_function=None)
+    except Exception:  # another process created it meanwhile, or a server without schemas: the plain way
+        return client.get_or_create_collection(name, embedding_function=None, metadata={"hnsw:space": "cosine"})
 
 
 def _where(settings: Settings) -> str:

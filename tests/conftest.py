@@ -37,7 +37,7 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ.get("T
 FILE_COST = {
     "test_docs_commands.py": 115, "test_ui.py": 52, "test_cli.py": 28, "test_api.py": 20, "test_redaction_property.py": 20,
     "test_ingest.py": 18, "test_slack.py": 12, "test_chroma_server.py": 12, "test_fuzz_parsers.py": 12,
-    "test_run_readers.py": 9, "test_lsp.py": 8, "test_retrieval.py": 5, "test_neovim.py": 4,
+    "test_run_readers.py": 9, "test_lsp.py": 8, "test_retrieval.py": 5, "test_neovim.py": 4, "test_token_cache.py": 3,
 }
 
 
