@@ -42,6 +42,9 @@ class Scoring(BaseModel):
     contra_factor: float = 0.35  # a cause the user's files rule out keeps this share of its score
     w_version_in: float = 0.05  # the user's library version is in the case's affected range
     version_out: float = 0.4  # ... or outside it: the score is multiplied by this
+    version_unknown: float = 1.0  # ... or no version of that library is known: multiplied by this (an item bound to a
+    # version range otherwise competes on text alone). Calibration split, 402-case KB: 0.7-0.9 change nothing, 0.6 costs
+    # zh hit@3, so it stays 1.0 (the frozen part would gain one en question; it cannot choose a value)
     tried_factor: float = 0.3  # the user says they already applied this cause's fix
     note_factor: float = 1.0  # thread notes compete with cases on text alone
     fusion: str = "linear"  # "linear": weighted min-max scores; "rrf": reciprocal rank fusion (k = rrf_k)
@@ -231,12 +234,14 @@ def _case_evidence(engine: Engine, w: _Work, i: int, facts: dict[str, Fact], con
 
 
 def _version_evidence(engine: Engine, w: _Work, facts: dict[str, Fact], sc: Scoring) -> None:
-    """In the affected range: a little evidence; outside it: unlikely, with the reason."""
-    if not any(k.startswith("env.") for k in facts):
+    """In the affected range: a little evidence; outside it: unlikely, with the reason; unknown: `version_unknown`."""
+    known = any(k.startswith("env.") for k in facts)
+    if not known and sc.version_unknown == 1.0:
         return
     for i, ranges in engine.ranges.items():
-        ok, rng, f = versions.check(ranges, facts)
+        ok, rng, f = versions.check(ranges, facts) if known else (None, "", None)
         if ok is None or f is None:
+            w.score[i] = w.score[i] * sc.version_unknown
             continue
         before = w.score[i]
         w.score[i] = w.score[i] + sc.w_version_in if ok else w.score[i] * sc.version_out
