@@ -174,3 +174,17 @@ def test_eval_regression_guard(docs_home):
     r = subprocess.run(cmd, cwd=ROOT, env=_env(docs_home), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert re.search(r"full\s+hit@1 [0-9.]+\s+hit@3 (0\.9[2-9]|1\.0)", r.stdout), r.stdout[-2000:]
+
+
+def test_kb_check_counts_a_linked_note_as_its_case(docs_home, monkeypatch):
+    """`kb check --retrieval` scores a case's examples the way the eval does: a note that links the case stands for it."""
+    from app.kbcheck import _as_case
+    from app.retrieve import Engine
+    from app.settings import Settings
+
+    monkeypatch.setenv("TRAINFIX_HOME", str(docs_home))
+    eng = Engine(Settings())
+    linked = next(n for n in eng.notes.values() if n.case)
+    assert _as_case(eng, linked.id) == linked.case
+    plain = next(n for n in eng.notes.values() if not n.case)
+    assert _as_case(eng, plain.id) == plain.id and _as_case(eng, linked.case) == linked.case
