@@ -37,11 +37,6 @@ def check_trigger_examples(case: Case) -> list[Problem]:
     return out
 
 
-def _as_case(engine, item_id: str) -> str:
-    note = getattr(engine, "notes", {}).get(item_id)
-    return note.case if note is not None and note.case else item_id
-
-
 def check_retrieval_examples(case: Case, engine) -> list[Problem]:
     """Query examples through the real pipeline: `match` in the top 3, `no_match` not first."""
     from app.diagnose import diagnose
@@ -51,8 +46,8 @@ def check_retrieval_examples(case: Case, engine) -> list[Problem]:
         for i, ex in enumerate(getattr(case.examples, kind)):
             atts = [Attachment(name=ex.config_name or "config", content=ex.config)] if ex.config else []
             d = diagnose(engine, ex.query, atts, top=3)
-            # a thread note that links this case stands for it, as in the eval (eval/real.py: as_case)
-            ranked = list(dict.fromkeys(_as_case(engine, c.case_id) for c in (d.causes or d.related)))
+            # a thread note that links this case stands for it, as in the eval
+            ranked = list(dict.fromkeys(engine.as_case(c.case_id) for c in (d.causes or d.related)))
             if kind == "match" and case.id not in ranked[:3]:
                 out.append(Problem(case.path, 2, f"examples.match[{i}]: not in the top 3 (got {ranked[:3]})"))
             if kind == "no_match" and ranked[:1] == [case.id] and not ex.config:

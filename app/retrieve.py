@@ -79,6 +79,11 @@ class Engine:
         self.ranges = {i: r for i, cid in enumerate(self.item_ids) if (r := versions.parse(self.item_versions(cid)))}
         self.version = self.store.manifest().get("updated")
 
+    def as_case(self, item_id: str) -> str:
+        """The case a ranked item stands for: a thread note that links a case stands for it; anything else for itself."""
+        n = self.notes.get(item_id)
+        return n.case if n is not None and n.case else item_id
+
     def item_versions(self, item_id: str) -> str | None:
         c = self.cases.get(item_id)
         return c.applies_to.versions if c is not None else self.notes[item_id].versions

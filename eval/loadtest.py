@@ -166,7 +166,7 @@ def attacker_mix(url: str, token: str | None, clients: int, duration: float, req
 
 def attacker_table(r: dict) -> str:
     return "\n".join([
-        f"{r['clients']} normal clients on `POST /v1/diagnose`, {r.get('baseline_s', r['duration_s']):.0f} s alone, then {r['duration_s']:.0f} s beside one client "
+        f"{r['clients']} normal clients on `POST /v1/diagnose`, {r['baseline_s']:.0f} s alone, then {r['duration_s']:.0f} s beside one client "
         "sending only maximum-size inputs (100,000-character en and zh questions, an 18 MB history, a billion-laughs YAML, "
         "10,000-deep JSON and YAML), on the same machine.",
         "",

@@ -96,9 +96,8 @@ def frozen_urls(folder: Path = REAL_DIR) -> dict[str, str]:
 
 
 def as_case(engine, item_id: str) -> str:
-    """The case a ranked item stands for: a thread note that links a case stands for it; anything else for itself."""
-    n = engine.notes.get(item_id)
-    return n.case if n is not None and n.case else item_id
+    """The case a ranked item stands for (Engine.as_case: a note that links a case stands for it)."""
+    return engine.as_case(item_id)
 
 
 def item_labels(engine, item_id: str) -> set[str]:

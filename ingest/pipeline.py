@@ -88,9 +88,6 @@ def ingest(
         store.reset()
         store = Store(store.settings, store.embedder, store.cache)
     store.check_embedder(for_write=True)
-    # BM25 tokens of a large KB are computed in another process while this one writes the index (2 cores: ~6 s saved
-    # on a first start); the reader then finds them in the cache
-    warm = warm_cache([u.text for u in units], store.settings.home / "cache")
     before_emb = store.embedder.documents_embedded
     store.write_manifest(embedder=store.embedder.id, complete=False)
 
@@ -99,6 +96,9 @@ def ingest(
     new_by_id = {u.id: u for u in units}
     to_add = [u for u in units if u.id not in mine]
     to_remove = sorted(mine - set(new_by_id))
+    # when units are written, the BM25 tokens of a large KB are computed in another process meanwhile (2 cores: ~6 s
+    # saved on a first start); the reader then finds them in the cache. An unchanged KB starts no process.
+    warm = warm_cache([u.text for u in units], store.settings.home / "cache") if to_add else None
     old_slots = {_slot(i) for i in to_remove}
     rep = IngestReport(cases=len(cases), notes=len(notes), articles=n_articles, problems=problems)
     rep.unchanged = len(units) - len(to_add)

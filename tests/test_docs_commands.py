@@ -178,13 +178,12 @@ def test_eval_regression_guard(docs_home):
 
 def test_kb_check_counts_a_linked_note_as_its_case(docs_home, monkeypatch):
     """`kb check --retrieval` scores a case's examples the way the eval does: a note that links the case stands for it."""
-    from app.kbcheck import _as_case
     from app.retrieve import Engine
     from app.settings import Settings
 
     monkeypatch.setenv("TRAINFIX_HOME", str(docs_home))
     eng = Engine(Settings())
     linked = next(n for n in eng.notes.values() if n.case)
-    assert _as_case(eng, linked.id) == linked.case
+    assert eng.as_case(linked.id) == linked.case
     plain = next(n for n in eng.notes.values() if not n.case)
-    assert _as_case(eng, plain.id) == plain.id and _as_case(eng, linked.case) == linked.case
+    assert eng.as_case(plain.id) == plain.id and eng.as_case(linked.case) == linked.case

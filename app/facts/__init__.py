@@ -164,11 +164,8 @@ def _json_strict(s: str) -> bool:
 
 
 def _json_ok(s: str) -> bool:
-    try:
-        json.loads(s)
-        return True
-    except (ValueError, RecursionError):
-        return bool(re.match(r'^\{\s*"', s))
+    """Whole JSON, or at least starts like a JSON object (a cut-off or broken one still reads as JSON, with a note)."""
+    return _json_strict(s) or bool(re.match(r'^\{\s*"', s))
 
 
 def _py_ok(s: str) -> bool:
