@@ -18,6 +18,8 @@ from langchain_core.embeddings import Embeddings
 from app.embeddings import CountingEmbeddings, VectorCache
 from app.settings import Settings
 
+CARD_BUNDLES = 64
+
 
 class StoreError(Exception):
     """A problem with the index the user can act on; the message says what to do."""
@@ -135,44 +137,57 @@ class Store:
 
     # ------------------------------------------------------------ case cards (full case JSON, so a shared index is self-contained)
     def write_cards(self, cases: list, origin: str, articles: list | None = None, notes: list | None = None) -> None:
-        """Store the full case, note and article records, so any process sharing the index can render answers."""
+        """Store the full case, note and article records, so any process sharing the index can render answers.
+
+        Cards are written in bundles of about 30 (each card goes to one of `CARD_BUNDLES` bundles by a hash of its id):
+        Chroma's cost per record made 1,913 separate cards take 3.6 s on a first start, the same bytes in bundles ~1 s.
+        Only bundles whose content hash differs are written, so an edited case rewrites one bundle."""
+        items = (
+            [("case", c.id, c.model_dump_json(by_alias=True)) for c in cases]
+            + [("article", a.id, json.dumps(a.card(), ensure_ascii=False)) for a in articles or []]
+            + [("note", n.id, n.model_dump_json()) for n in notes or []]
+        )
+        tag = hashlib.sha256(origin.encode("utf-8")).hexdigest()[:12]
+        bundles: dict[str, list] = {}
+        for kind, item_id, doc in sorted(items, key=lambda x: x[1]):
+            b = int(hashlib.sha256(item_id.encode("utf-8")).hexdigest()[:8], 16) % CARD_BUNDLES
+            bundles.setdefault(f"cards:{tag}:{b}", []).append([kind, item_id, doc])
         old = self._cards_col.get(include=["metadatas"])
         mine = {i for i, m in zip(old["ids"], old["metadatas"], strict=True) if (m or {}).get("origin") == origin}
         held = {i: (m or {}).get("h") for i, m in zip(old["ids"], old["metadatas"], strict=True)}
-        ids = [c.id for c in cases] + [a.id for a in articles or []] + [n.id for n in notes or []]
-        docs = (
-            [c.model_dump_json(by_alias=True) for c in cases]
-            + [json.dumps(a.card(), ensure_ascii=False) for a in articles or []]
-            + [n.model_dump_json() for n in notes or []]
-        )
-        metas = (
-            [{"origin": origin, "kind": "case", "category": c.category} for c in cases]
-            + [{"origin": origin, "kind": "article", "category": "article"} for a in articles or []]
-            + [{"origin": origin, "kind": "note", "category": n.category} for n in notes or []]
-        )
-        # rewriting an unchanged card costs as much as writing it (Chroma re-indexes its text): a re-ingest of an
-        # unchanged KB took 5 s here; only cards whose content hash differs are written
-        for m, d in zip(metas, docs, strict=True):
-            m["h"] = hashlib.sha256(d.encode("utf-8")).hexdigest()[:16]
-        todo = [k for k, (i, m) in enumerate(zip(ids, metas, strict=True)) if held.get(i) != m["h"]]
-        for s in range(0, len(todo), 1000):
-            part = todo[s : s + 1000]
-            self._cards_col.upsert(
-                ids=[ids[k] for k in part], documents=[docs[k] for k in part], metadatas=[metas[k] for k in part],
-                embeddings=[[0.0]] * len(part),
-            )
-        gone = sorted(mine - set(ids))
+        ids, docs, metas = [], [], []
+        for bid, members in sorted(bundles.items()):
+            doc = json.dumps(members, ensure_ascii=False)
+            h = hashlib.sha256(doc.encode("utf-8")).hexdigest()[:16]
+            if held.get(bid) == h:
+                continue
+            counts = {f"n_{k}": sum(1 for m in members if m[0] == k) for k in ("case", "note", "article")}
+            ids.append(bid)
+            docs.append(doc)
+            metas.append({"origin": origin, "kind": "bundle", "h": h, **counts})
+        for s in range(0, len(ids), 100):
+            self._cards_col.upsert(ids=ids[s : s + 100], documents=docs[s : s + 100], metadatas=metas[s : s + 100],
+                                   embeddings=[[0.0]] * len(ids[s : s + 100]))
+        gone = sorted(mine - set(bundles))  # bundles no longer used, and cards stored one per record by older versions
         if gone:
             self._cards_col.delete(ids=gone)
 
     def count_cards(self, kind: str = "case") -> int:
         """How many cards of a kind the index holds, from metadata only (no card is parsed)."""
         got = self._cards_col.get(include=["metadatas"])
-        return sum(1 for m in got["metadatas"] if (m or {}).get("kind", "case") == kind)
+        metas = [m or {} for m in got["metadatas"]]
+        return sum(m.get(f"n_{kind}", 0) if m.get("kind") == "bundle" else int(m.get("kind", "case") == kind) for m in metas)
 
     def _cards(self, kind: str) -> list[str]:
         got = self._cards_col.get(include=["documents", "metadatas"])
-        return [d for d, m in zip(got["documents"], got["metadatas"], strict=True) if (m or {}).get("kind", "case") == kind]
+        out: list[str] = []
+        for d, m in zip(got["documents"], got["metadatas"], strict=True):
+            m = m or {}
+            if m.get("kind") == "bundle":
+                out += [doc for k, _, doc in json.loads(d) if k == kind]
+            elif m.get("kind", "case") == kind:  # one card per record (an index written by an older version)
+                out.append(d)
+        return out
 
     def read_cards(self) -> list:
         from app.models import Case
@@ -189,7 +204,7 @@ class Store:
 
     # ------------------------------------------------------------ units
     def all_units(self, with_documents: bool = True) -> tuple[list[str], list[str], list[dict]]:
-        """Every unit's id, text (empty when not asked for) and metadata, read in pages."""
+        """Every unit's id, stored text (empty when not asked for or not stored) and metadata, read in pages."""
         col = self.collection
         n = col.count()
         ids: list[str] = []
@@ -200,23 +215,27 @@ class Store:
         for off in range(0, n, step):
             got = col.get(include=include, limit=step, offset=off)
             ids += got["ids"]
-            docs += got["documents"] if with_documents else [""] * len(got["ids"])
+            docs += [d or "" for d in got["documents"]] if with_documents else [""] * len(got["ids"])
             metas += got["metadatas"]
         return ids, docs, metas
 
-    def add(self, ids: list[str], texts: list[str], metas: list[dict], progress=None) -> None:
-        """Write units: vectors from the cache (shipped or earlier) or embedded now, in batches of 256 so progress
-        moves. Ids absent from the index are inserted (`add`, cheaper than an upsert); the rest replaced."""
+    def add(self, ids: list[str], texts: list[str], metas: list[dict], progress=None, keep_text: list[bool] | None = None) -> None:
+        """Write units: vectors from the cache (shipped or earlier) or embedded now. Ids absent from the index are
+        inserted (`add`, cheaper than an upsert); the rest replaced. A unit's text is stored only where `keep_text`
+        says so: the text of a case's or note's unit is rebuilt from its card (`ingest.chunk.item_texts`), and
+        storing 8,000 texts was half of the time of writing the KB on a first start. Batches of 2,048: Chroma pays
+        per call (256 took 3 s more on 8,140 units); progress still moves per 32 embedded units."""
         self._wrapped.progress = progress
-        batch = max(1, min(self.client.get_max_batch_size(), 256))
+        batch = max(1, min(self.client.get_max_batch_size(), 2048))
         held: set[str] = set()
         for i in range(0, len(ids), 5000):
             held.update(self.collection.get(ids=ids[i : i + 5000], include=[])["ids"])
         for i in range(0, len(ids), batch):
             part = slice(i, i + batch)
             vecs = self._wrapped.embed_documents(texts[part])
+            docs = texts[part] if keep_text is None else [t if k else None for t, k in zip(texts[part], keep_text[part], strict=True)]
             write = self.collection.upsert if held.intersection(ids[part]) else self.collection.add
-            write(ids=ids[part], documents=texts[part], metadatas=metas[part], embeddings=vecs)
+            write(ids=ids[part], documents=docs, metadatas=metas[part], embeddings=vecs)
         self._wrapped.progress = None
 
     def add_vectors(self, ids: list[str], texts: list[str], metas: list[dict], vectors: list[list[float]]) -> None:

@@ -60,3 +60,8 @@ def note_units(note: Note) -> list[Unit]:
         Unit.make(note.id, "note", lang, f"{note.title}. {note.symptom.get(lang)} {note.resolution.get(lang)}"[:MAX_CHARS], meta)
         for lang in ("en", "zh")
     ]
+
+
+def item_texts(cases, notes) -> dict[str, str]:
+    """Unit id -> text for the units of these cases and notes: the index stores no text for them (see Store.add)."""
+    return {u.id: u.text for c in cases for u in case_units(c)} | {u.id: u.text for n in notes for u in note_units(n)}

@@ -115,7 +115,8 @@ def ingest(
             progress(min(done[0], total), total)
 
     if to_add:
-        store.add([u.id for u in to_add], [u.text for u in to_add], [u.meta for u in to_add], progress=tick)
+        store.add([u.id for u in to_add], [u.text for u in to_add], [u.meta for u in to_add], progress=tick,
+                  keep_text=[u.meta.get("doc") == "article" for u in to_add])  # case and note texts come from their cards
     if to_remove:
         store.delete(to_remove)
     store.write_cards(cases, origin, arts, notes)

