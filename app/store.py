@@ -139,36 +139,46 @@ class Store:
     def write_cards(self, cases: list, origin: str, articles: list | None = None, notes: list | None = None) -> None:
         """Store the full case, note and article records, so any process sharing the index can render answers.
 
-        Cards are written in bundles of about 30 (each card goes to one of `CARD_BUNDLES` bundles by a hash of its id):
-        Chroma's cost per record made 1,913 separate cards take 3.6 s on a first start, the same bytes in bundles ~1 s.
-        Only bundles whose content hash differs are written, so an edited case rewrites one bundle."""
+        Cards live in `CARD_BUNDLES` bundles (a card goes to one by a hash of its id, with its origin): Chroma's cost
+        per record made 1,913 separate cards take 3.6 s on a first start, the same bytes in bundles ~1 s. The cards
+        of `origin` are replaced; a card of another origin with the same id is taken over, as a unit is. Only
+        bundles whose content changed are written, so an edited case rewrites one bundle."""
         items = (
-            [("case", c.id, c.model_dump_json(by_alias=True)) for c in cases]
-            + [("article", a.id, json.dumps(a.card(), ensure_ascii=False)) for a in articles or []]
-            + [("note", n.id, n.model_dump_json()) for n in notes or []]
+            [["case", c.id, origin, c.model_dump_json(by_alias=True)] for c in cases]
+            + [["article", a.id, origin, json.dumps(a.card(), ensure_ascii=False)] for a in articles or []]
+            + [["note", n.id, origin, n.model_dump_json()] for n in notes or []]
         )
-        tag = hashlib.sha256(origin.encode("utf-8")).hexdigest()[:12]
+        new_ids = {m[1] for m in items}
+        old = self._cards_col.get(include=["documents", "metadatas"])
+        held: dict[str, str] = {}
         bundles: dict[str, list] = {}
-        for kind, item_id, doc in sorted(items, key=lambda x: x[1]):
-            b = int(hashlib.sha256(item_id.encode("utf-8")).hexdigest()[:8], 16) % CARD_BUNDLES
-            bundles.setdefault(f"cards:{tag}:{b}", []).append([kind, item_id, doc])
-        old = self._cards_col.get(include=["metadatas"])
-        mine = {i for i, m in zip(old["ids"], old["metadatas"], strict=True) if (m or {}).get("origin") == origin}
-        held = {i: (m or {}).get("h") for i, m in zip(old["ids"], old["metadatas"], strict=True)}
+        legacy: list[str] = []
+        for rid, doc, meta in zip(old["ids"], old["documents"], old["metadatas"], strict=True):
+            meta = meta or {}
+            if meta.get("kind") == "bundle":
+                held[rid] = meta.get("h", "")
+                members = json.loads(doc)
+            else:  # one card per record, as older versions wrote them: moved into bundles
+                legacy.append(rid)
+                members = [[meta.get("kind", "case"), rid, meta.get("origin", ""), doc]]
+            for m in members:
+                if m[2] != origin and m[1] not in new_ids:
+                    bundles.setdefault(_bundle_id(m[1]), []).append(m)
+        for m in items:
+            bundles.setdefault(_bundle_id(m[1]), []).append(m)
         ids, docs, metas = [], [], []
         for bid, members in sorted(bundles.items()):
-            doc = json.dumps(members, ensure_ascii=False)
+            doc = json.dumps(sorted(members, key=lambda m: m[1]), ensure_ascii=False)
             h = hashlib.sha256(doc.encode("utf-8")).hexdigest()[:16]
             if held.get(bid) == h:
                 continue
-            counts = {f"n_{k}": sum(1 for m in members if m[0] == k) for k in ("case", "note", "article")}
             ids.append(bid)
             docs.append(doc)
-            metas.append({"origin": origin, "kind": "bundle", "h": h, **counts})
+            metas.append({"kind": "bundle", "h": h, **{f"n_{k}": sum(1 for m in members if m[0] == k) for k in ("case", "note", "article")}})
         for s in range(0, len(ids), 100):
             self._cards_col.upsert(ids=ids[s : s + 100], documents=docs[s : s + 100], metadatas=metas[s : s + 100],
                                    embeddings=[[0.0]] * len(ids[s : s + 100]))
-        gone = sorted(mine - set(bundles))  # bundles no longer used, and cards stored one per record by older versions
+        gone = sorted((set(held) - set(bundles)) | set(legacy))
         if gone:
             self._cards_col.delete(ids=gone)
 
@@ -184,7 +194,7 @@ class Store:
         for d, m in zip(got["documents"], got["metadatas"], strict=True):
             m = m or {}
             if m.get("kind") == "bundle":
-                out += [doc for k, _, doc in json.loads(d) if k == kind]
+                out += [doc for k, _, _, doc in json.loads(d) if k == kind]
             elif m.get("kind", "case") == kind:  # one card per record (an index written by an older version)
                 out.append(d)
         return out
@@ -220,22 +230,33 @@ class Store:
         return ids, docs, metas
 
     def add(self, ids: list[str], texts: list[str], metas: list[dict], progress=None, keep_text: list[bool] | None = None) -> None:
-        """Write units: vectors from the cache (shipped or earlier) or embedded now. Ids absent from the index are
-        inserted (`add`, cheaper than an upsert); the rest replaced. A unit's text is stored only where `keep_text`
-        says so: the text of a case's or note's unit is rebuilt from its card (`ingest.chunk.item_texts`), and
-        storing 8,000 texts was half of the time of writing the KB on a first start. Batches of 2,048: Chroma pays
-        per call (256 took 3 s more on 8,140 units); progress still moves per 32 embedded units."""
-        self._wrapped.progress = progress
+        """Write units: vectors from the cache (shipped or earlier) or embedded now, inserted with `add`.
+
+        A unit id already in the index (written from another folder, say) only gets its metadata updated: the id
+        holds a hash of the text and the index one embedder, so its vector is the same, and an upsert that rewrites
+        the vector took 32 s for 8,140 units against 2 s. A unit's text is stored only where `keep_text` says so:
+        a case's or note's unit text is rebuilt from its card (`ingest.chunk.item_texts`); storing 8,000 texts was
+        half of the time of writing the KB on a first start. Batches of 2,048: Chroma pays per call (256 took 3 s
+        more on 8,140 units); progress still moves per 32 embedded units."""
+        keep = keep_text if keep_text is not None else [True] * len(ids)
         batch = max(1, min(self.client.get_max_batch_size(), 2048))
         held: set[str] = set()
         for i in range(0, len(ids), 5000):
             held.update(self.collection.get(ids=ids[i : i + 5000], include=[])["ids"])
-        for i in range(0, len(ids), batch):
-            part = slice(i, i + batch)
-            vecs = self._wrapped.embed_documents(texts[part])
-            docs = texts[part] if keep_text is None else [t if k else None for t, k in zip(texts[part], keep_text[part], strict=True)]
-            write = self.collection.upsert if held.intersection(ids[part]) else self.collection.add
-            write(ids=ids[part], documents=docs, metadatas=metas[part], embeddings=vecs)
+        old = [k for k, i in enumerate(ids) if i in held]
+        new = [k for k, i in enumerate(ids) if i not in held]
+        for s in range(0, len(old), batch):
+            part = old[s : s + batch]
+            self.collection.update(ids=[ids[k] for k in part], metadatas=[metas[k] for k in part],
+                                   documents=[texts[k] if keep[k] else None for k in part] if any(keep[k] for k in part) else None)
+            if progress:
+                progress(len(part))
+        self._wrapped.progress = progress
+        for s in range(0, len(new), batch):
+            part = new[s : s + batch]
+            vecs = self._wrapped.embed_documents([texts[k] for k in part])
+            self.collection.add(ids=[ids[k] for k in part], documents=[texts[k] if keep[k] else None for k in part],
+                                metadatas=[metas[k] for k in part], embeddings=vecs)
         self._wrapped.progress = None
 
     def add_vectors(self, ids: list[str], texts: list[str], metas: list[dict], vectors: list[list[float]]) -> None:
@@ -285,6 +306,10 @@ def _open_collection(client, name: str):
         return client.create_collection(name, schema=schema, embedding_function=None)
     except Exception:  # another process created it meanwhile, or a server without schemas: the plain way
         return client.get_or_create_collection(name, embedding_function=None, metadata={"hnsw:space": "cosine"})
+
+
+def _bundle_id(item_id: str) -> str:
+    return f"cards:{int(hashlib.sha256(item_id.encode('utf-8')).hexdigest()[:8], 16) % CARD_BUNDLES}"
 
 
 def _where(settings: Settings) -> str:

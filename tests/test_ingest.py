@@ -145,3 +145,11 @@ def test_units_store_no_text_and_cards_are_bundled(tmp_path, small_kb):
     after = store._cards_col.get(include=["metadatas"])
     changed = [i for i, m in zip(after["ids"], after["metadatas"], strict=True) if before.get(i) != m["h"]]
     assert len(changed) == 1 and set(after["ids"]) == set(before)
+
+    # the same KB ingested from another folder takes its units and cards over: nothing doubled, nothing embedded
+    moved = shutil.copytree(small_kb, tmp_path / "moved")
+    n_units, embedded = store.count(), emb.documents_embedded
+    rep = ingest(store, moved)
+    assert rep.added == n_units and emb.documents_embedded == embedded
+    assert store.count() == n_units and store.count_cards("case") == 3 and len(store.read_cards()) == 3
+    assert {m["origin"] for m in store.all_units()[2]} == {str(moved.resolve())}
