@@ -35,6 +35,10 @@ export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=Fals
 export TRAINFIX_HOME="${TRAINFIX_HOME:-$TMP_ROOT/trainfix}"
 export TRAINFIX_TEST_ARTIFACTS="${TRAINFIX_TEST_ARTIFACTS:-$TMP_ROOT/artifacts}"   # screenshots (kept outside the clone)
 export HYPOTHESIS_STORAGE_DIRECTORY="$TMP_ROOT/hypothesis"
+# these machines set PYTHONDONTWRITEBYTECODE=1 and uv installs no .pyc: every one of the suite's ~60 Python processes
+# then compiled gradio, chromadb, fastapi... from source again (import gradio 7-8 s instead of 4). Bytecode is written
+# once, to a folder outside the clone.
+export PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX="$TMP_ROOT/pycache"
 .venv/bin/ruff check --no-cache .
 .venv/bin/trainfix kb check
 # two workers (one per core), a test file per worker; then the tests that measure time or load, alone
