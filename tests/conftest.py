@@ -32,12 +32,13 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 # Hypothesis keeps its example database outside the clone
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(os.environ.get("TMPDIR", "/tmp")) / "trainfix-hypothesis"))
 
-# Seconds each file took under `tests/run.sh` (2 workers, 2026-11-23). Only the order of files depends on it: with
+# Seconds each file took under `tests/run.sh` (2 workers, fresh clone, 2026-11-23 session C). Only the order of files depends on it: with
 # `--dist loadfile` the heaviest files start first, so the two workers finish together (longest-first scheduling).
 FILE_COST = {
-    "test_docs_commands.py": 115, "test_ui.py": 52, "test_cli.py": 28, "test_api.py": 20, "test_redaction_property.py": 20,
-    "test_ingest.py": 18, "test_slack.py": 12, "test_chroma_server.py": 12, "test_fuzz_parsers.py": 12,
-    "test_run_readers.py": 9, "test_lsp.py": 8, "test_retrieval.py": 5, "test_neovim.py": 4, "test_token_cache.py": 3,
+    "test_docs_commands.py": 57, "test_ui.py": 49, "test_cli.py": 41, "test_docs_server.py": 40, "test_ingest.py": 33,
+    "test_redaction_property.py": 33, "test_api.py": 31, "test_slack.py": 22, "test_chroma_server.py": 16,
+    "test_fuzz_parsers.py": 14, "test_run_readers.py": 14, "test_vscode_extension.py": 13, "test_lsp.py": 11,
+    "test_feedback_review.py": 7, "test_retrieval.py": 5, "test_shipped.py": 5, "test_attachments_diagnosis.py": 4,
 }
 
 
@@ -112,6 +113,27 @@ def seed_engine(tmp_path_factory, seed_kb, vector_cache, embedder):
     settings = make_settings(tmp_path_factory.mktemp("home"), vector_cache)
     ingest(Store(settings, embedder, VectorCache(settings.vector_cache)), seed_kb)
     return Engine(settings, embedder)
+
+
+@pytest.fixture(scope="session")
+def full_kb_index(tmp_path_factory) -> tuple[Path, dict]:
+    """The test session's one index of the whole KB: a fresh data directory built by the real CLI (`trainfix ingest
+    --json`) from the shipped vectors, and its report. Built once per session even under xdist (the first worker
+    builds it under a file lock in the session's shared temp folder, the other waits); users copy it before use."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's folder, above each worker's own
+    home, report = shared / "full-kb-home", shared / "full-kb-report.json"
+    with FileLock(str(shared / "full-kb.lock")):
+        if not report.exists():
+            env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINFIX_")}
+            env.update(TRAINFIX_HOME=str(home), HF_HUB_OFFLINE="1")
+            r = subprocess.run([PY, "-m", "app.cli", "ingest", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, r.stderr
+            report.write_text(r.stdout, encoding="utf-8")
+    return home, json.loads(report.read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------- the chat UI in a real browser (tests/test_ui.py)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -67,6 +68,7 @@ def test_bad_export_is_a_clear_error(tmp_path):
 
 def test_cli_dry_run_json(tmp_path):
     env = {"TRAINFIX_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+    env |= {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}  # where bytecode goes: not into the clone
     out = subprocess.run([sys.executable, "-m", "app.cli", "ingest", "--issues", str(TRACKER / "rest_export.json"), "--dry-run", "--json"],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
