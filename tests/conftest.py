@@ -42,6 +42,25 @@ FILE_COST = {
 }
 
 
+# Files whose tests share one expensive session fixture run on the same worker (one `trainfix serve` instead of two)
+SAME_WORKER = {"test_slack.py": "test_api.py"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, except that the files in SAME_WORKER travel with their partner."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            head, _, name = scope.rpartition("/")
+            return f"{head}/{SAME_WORKER[name]}" if name in SAME_WORKER else scope
+
+    return _Scheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Heaviest files first (stable within a file), so the parallel part ends on both workers at about the same time."""
     items.sort(key=lambda it: -FILE_COST.get(it.path.name, 1))
