@@ -75,7 +75,7 @@ STATES = _fixtures("examples/trainer_state.json", "eval/attachments/*trainer_sta
 HTMLS = _fixtures("tests/fixtures/articles/*.html")
 ALL = JSONS + YAMLS + SHELLS + PYS + LOGS + HTMLS
 
-FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 
 # ---------------------------------------------------------------- strategies
 

@@ -30,3 +30,22 @@ def test_small_corpus_is_not_worth_a_process_and_a_broken_cache_is_rebuilt(tmp_p
     (tmp_path / CACHE_NAME).write_text("{not json", encoding="utf-8")
     assert tokenize_corpus(["loss 为 0"], tmp_path) == [tokenize("loss 为 0")]
     assert json.loads((tmp_path / CACHE_NAME).read_text(encoding="utf-8"))
+
+
+def test_built_bm25_index_is_saved_and_reused_for_the_same_texts(tmp_path):
+    from app.lexical import BM25Index
+
+    texts = [f"unit {i}: loss nan after resume_from_checkpoint 梯度 {i % 5}" for i in range(200)]
+    first = BM25Index(texts, cache=tmp_path)
+    saved = sorted(p.name for p in tmp_path.glob("bm25-index-*"))
+    assert len(saved) == 1
+    # empty the token cache: a rebuild would tokenize and write it again; a reused index does not touch it
+    (tmp_path / CACHE_NAME).write_text("{}", encoding="utf-8")
+    again = BM25Index(texts, cache=tmp_path)
+    q = "loss nan resume_from_checkpoint 梯度"
+    assert (again.scores(q) == first.scores(q)).all() and first.scores(q).max() > 0
+    assert (tmp_path / CACHE_NAME).read_text(encoding="utf-8") == "{}"  # not tokenized again: the index was loaded
+    # other texts: a new index replaces the old one
+    other = BM25Index(texts[:-1] + ["grad_norm inf with fp16"], cache=tmp_path)
+    now = sorted(p.name for p in tmp_path.glob("bm25-index-*"))
+    assert len(now) == 1 and now != saved and other.scores("fp16")[-1] > 0
