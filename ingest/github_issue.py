@@ -83,10 +83,27 @@ def load_issue(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 comments = comments if isinstance(comments, list) else []
     else:
         raise DraftError(f"{path}: expected a GitHub issue object (the JSON of GET /repos/OWNER/REPO/issues/N)")
+    if not isinstance(issue, dict):
+        raise DraftError(f"{path}: expected a GitHub issue object under 'issue'")
     for key in ("html_url", "title"):
         if not isinstance(issue.get(key), str) or not issue.get(key):
             raise DraftError(f"{path}: not a GitHub issue: the field {key!r} is missing")
-    return issue, [c for c in comments if isinstance(c, dict)]
+    comments = comments if isinstance(comments, list) else []
+    return _shaped(issue), [_shaped(c) for c in comments if isinstance(c, dict)]
+
+
+def _shaped(item: dict) -> dict:
+    """The fields the draft reads, with the types GitHub gives them: a field of another type (an export edited by
+    hand, a number where text belongs) counts as absent instead of failing deep inside the draft."""
+    out = dict(item)
+    for key in ("body", "state", "author_association"):
+        if not isinstance(out.get(key), str):
+            out[key] = None
+    if not isinstance(out.get("user"), dict):
+        out["user"] = None
+    elif not isinstance(out["user"].get("login"), str):
+        out["user"] = {**out["user"], "login": None}
+    return out
 
 
 def _resolution(issue: dict, comments: list[dict]) -> tuple[dict | None, str]:

@@ -316,6 +316,8 @@ EXPORT = st.one_of(
 
 
 @FUZZ
+@example(text='{"html_url": "https://github.com/o/r/issues/1", "title": "t", "body": 5, "user": 3, "comments": [{"body": 7}]}')
+@example(text='{"issue": {"html_url": "https://github.com/o/r/issues/1", "title": "t", "user": {"login": 4}}, "comments": 9}')
 @given(text=st.one_of(EXPORT, st.builds(lambda i: dumps(i), ISSUE), st.builds(lambda i, c: dumps({"issue": i, "comments": c}), ISSUE, st.lists(COMMENT, max_size=3)),
                       mutated([p.read_text(encoding="utf-8") for p in sorted((FIX / "issues").glob("*.json"))])))
 def test_fuzz_issue_loader(text):
