@@ -155,6 +155,27 @@ def full_kb_index(tmp_path_factory) -> tuple[Path, dict]:
     return home, json.loads(report.read_text(encoding="utf-8"))
 
 
+@pytest.fixture(scope="module")
+def first_ingest(full_kb_index, tmp_path_factory) -> tuple[Path, dict]:
+    """For one test module: a copy of the session's full-KB index, and that first ingest's report."""
+    built, rep = full_kb_index
+    home = tmp_path_factory.mktemp("docs-home") / "home"
+    shutil.copytree(built, home)
+    return home, rep
+
+
+@pytest.fixture(scope="module")
+def docs_home(first_ingest) -> Path:
+    return first_ingest[0]
+
+
+@pytest.fixture(scope="module")
+def known_ids() -> set[str]:
+    from app.kb import load_cases
+
+    return {c.id for c in load_cases().cases}
+
+
 # ---------------------------------------------------------------- the chat UI in a real browser (tests/test_ui.py)
 
 

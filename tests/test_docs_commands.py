@@ -12,26 +12,9 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
-import pytest
 from conftest import PY, ROOT
 from docs_blocks import _env, _trainfix_line, blocks, expected_ids
-
-
-@pytest.fixture(scope="module")
-def first_ingest(full_kb_index, tmp_path_factory) -> tuple[Path, dict]:
-    """A copy of the session's one index of the whole KB (built once per test session, by the real CLI, from the
-    shipped vectors: conftest.full_kb_index), and that first ingest's report."""
-    built, rep = full_kb_index
-    home = tmp_path_factory.mktemp("docs-home") / "home"
-    shutil.copytree(built, home)
-    return home, rep
-
-
-@pytest.fixture(scope="module")
-def docs_home(first_ingest) -> Path:
-    return first_ingest[0]
 
 
 def test_fresh_start_embeds_nothing_then_only_the_edited_case(first_ingest, tmp_path):
@@ -53,13 +36,6 @@ def test_fresh_start_embeds_nothing_then_only_the_edited_case(first_ingest, tmp_
     rep2 = json.loads(r.stdout)
     assert rep2["embedded"] == 1, rep2  # the new section; the case's other units only moved or are unchanged
     assert rep2["added"] + rep2["updated"] >= 1 and rep2["removed"] == 0, rep2
-
-
-@pytest.fixture(scope="module")
-def known_ids():
-    from app.kb import load_cases
-
-    return {c.id for c in load_cases().cases}
 
 
 def test_every_block_is_run_or_says_why_not():

@@ -8,34 +8,11 @@ import shutil
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 from conftest import PY, ROOT
 from docs_blocks import _env, blocks, expected_ids
-
-
-@pytest.fixture(scope="module")
-def first_ingest(full_kb_index, tmp_path_factory) -> tuple[Path, dict]:
-    """A copy of the session's one index of the whole KB (built once per test session, by the real CLI, from the
-    shipped vectors: conftest.full_kb_index), and that first ingest's report."""
-    built, rep = full_kb_index
-    home = tmp_path_factory.mktemp("docs-server-home") / "home"
-    shutil.copytree(built, home)
-    return home, rep
-
-
-@pytest.fixture(scope="module")
-def docs_home(first_ingest) -> Path:
-    return first_ingest[0]
-
-
-@pytest.fixture(scope="module")
-def known_ids():
-    from app.kb import load_cases
-
-    return {c.id for c in load_cases().cases}
 
 
 def _free(port: int) -> bool:
