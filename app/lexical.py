@@ -156,13 +156,10 @@ def _index_dir(texts: list[str], cache: Path) -> Path:
     return cache / f"bm25-index-{h.hexdigest()[:16]}"
 
 
-def _load_index(texts: list[str], cache: Path | None):
-    """The built index of exactly these texts, saved by an earlier process (0.01 s against ~0.9 s to build it from
-    the cached tokens of 8,000 units: every warm `trainfix ask` paid that). None when absent or unreadable."""
-    if cache is None or not texts:
-        return None
-    d = _index_dir(texts, cache)
-    if not (d / "params.index.json").exists():
+def _load_index(d: Path | None):
+    """The built index saved in `d` by an earlier process (0.01 s against ~0.9 s to build it from the cached tokens of
+    8,000 units: every warm `trainfix ask` paid that). None when absent or unreadable."""
+    if d is None or not (d / "params.index.json").exists():
         return None
     try:
         import bm25s
@@ -173,14 +170,14 @@ def _load_index(texts: list[str], cache: Path | None):
         return None
 
 
-def _save_index(bm, texts: list[str], cache: Path | None) -> None:
+def _save_index(bm, d: Path | None) -> None:
     """Keep the built index beside the token cache (one per corpus: older ones are removed)."""
-    if cache is None or not texts:
+    if d is None:
         return
     import shutil
     import tempfile
 
-    d = _index_dir(texts, cache)
+    cache = d.parent
     try:
         cache.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".bm25-index-", dir=cache))
@@ -203,11 +200,12 @@ class BM25Index:
         import bm25s
 
         self.size = len(texts)
-        self._bm = _load_index(texts, cache)
+        saved = _index_dir(texts, cache) if cache is not None and texts else None
+        self._bm = _load_index(saved)
         if self._bm is None:
             self._bm = bm25s.BM25()
             self._bm.index(tokenize_corpus(texts, cache), show_progress=False)
-            _save_index(self._bm, texts, cache)
+            _save_index(self._bm, saved)
         self._vocab = set(self._bm.vocab_dict) if hasattr(self._bm, "vocab_dict") else None
 
     def scores(self, query: str) -> np.ndarray:

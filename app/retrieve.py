@@ -70,10 +70,9 @@ class Engine:
         self.doc_ids = self.item_ids + sorted(self.articles)
         ix = {cid: i for i, cid in enumerate(self.doc_ids)}
         ids, docs, metas = self.store.all_units()
-        from ingest.chunk import item_texts
+        from ingest.chunk import unit_texts
 
-        rebuilt = item_texts(self.cases.values(), self.notes.values())  # the index holds no text for these
-        docs = [rebuilt.get(u) or d for u, d in zip(ids, docs, strict=True)]
+        docs = unit_texts(ids, docs, self.cases.values(), self.notes.values())
         keep = [i for i, m in enumerate(metas) if m.get("case_id") in ix]
         self.unit_ids = [ids[i] for i in keep]
         self.unit_case = np.array([ix[metas[i]["case_id"]] for i in keep], dtype=np.int64)

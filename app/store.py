@@ -235,10 +235,14 @@ class Store:
         A unit id already in the index (written from another folder, say) only gets its metadata updated: the id
         holds a hash of the text and the index one embedder, so its vector is the same, and an upsert that rewrites
         the vector took 32 s for 8,140 units against 2 s. A unit's text is stored only where `keep_text` says so:
-        a case's or note's unit text is rebuilt from its card (`ingest.chunk.item_texts`); storing 8,000 texts was
+        a case's or note's unit text is rebuilt from its card (`ingest.chunk.unit_texts`); storing 8,000 texts was
         half of the time of writing the KB on a first start. Batches of 2,048: Chroma pays per call (256 took 3 s
         more on 8,140 units); progress still moves per 32 embedded units."""
         keep = keep_text if keep_text is not None else [True] * len(ids)
+
+        def stored(part: list[int]) -> list[str | None]:
+            return [texts[k] if keep[k] else None for k in part]
+
         batch = max(1, min(self.client.get_max_batch_size(), 2048))
         held: set[str] = set()
         for i in range(0, len(ids), 5000):
@@ -248,14 +252,14 @@ class Store:
         for s in range(0, len(old), batch):
             part = old[s : s + batch]
             self.collection.update(ids=[ids[k] for k in part], metadatas=[metas[k] for k in part],
-                                   documents=[texts[k] if keep[k] else None for k in part] if any(keep[k] for k in part) else None)
+                                   documents=stored(part) if any(keep[k] for k in part) else None)
             if progress:
                 progress(len(part))
         self._wrapped.progress = progress
         for s in range(0, len(new), batch):
             part = new[s : s + batch]
             vecs = self._wrapped.embed_documents([texts[k] for k in part])
-            self.collection.add(ids=[ids[k] for k in part], documents=[texts[k] if keep[k] else None for k in part],
+            self.collection.add(ids=[ids[k] for k in part], documents=stored(part),
                                 metadatas=[metas[k] for k in part], embeddings=vecs)
         self._wrapped.progress = None
 

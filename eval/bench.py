@@ -90,12 +90,11 @@ def real_units(settings) -> tuple[list[str], list[str], list[dict], np.ndarray, 
     from app.store import Store
 
     store = Store(settings, make_embedder(settings.embedder, settings.threads))
-    from ingest.chunk import item_texts
+    from ingest.chunk import unit_texts
 
     got = store.collection.get(include=["documents", "metadatas", "embeddings"])
     cards, notes = store.read_cards(), store.read_notes()
-    rebuilt = item_texts(cards, notes)  # case and note units are stored without text
-    docs = [rebuilt.get(i) or d or "" for i, d in zip(got["ids"], got["documents"], strict=True)]
+    docs = unit_texts(got["ids"], got["documents"], cards, notes)
     return (got["ids"], docs, got["metadatas"], np.asarray(got["embeddings"], dtype=np.float32), cards, notes)
 
 

@@ -62,6 +62,8 @@ def note_units(note: Note) -> list[Unit]:
     ]
 
 
-def item_texts(cases, notes) -> dict[str, str]:
-    """Unit id -> text for the units of these cases and notes: the index stores no text for them (see Store.add)."""
-    return {u.id: u.text for c in cases for u in case_units(c)} | {u.id: u.text for n in notes for u in note_units(n)}
+def unit_texts(ids: list[str], stored: list[str | None], cases, notes) -> list[str]:
+    """Each unit's text: rebuilt from its case or note (the index stores no text for them, see Store.add), else the
+    text the index holds (articles, units written by an older version)."""
+    rebuilt = {u.id: u.text for c in cases for u in case_units(c)} | {u.id: u.text for n in notes for u in note_units(n)}
+    return [rebuilt.get(i) or d or "" for i, d in zip(ids, stored, strict=True)]
