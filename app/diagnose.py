@@ -150,6 +150,8 @@ def _reason_text(r: Reason, lang: str) -> str | None:
     if r.key == "signal" and r.facts:
         f = r.facts[0]
         return msg("reason.signal", lang, signal=signal_text(f.key, lang), where=f.where())
+    if r.key == "threads":
+        return msg("reason.threads", lang, n=r.params["n"], ids=", ".join(f"`{i}`" for i in r.params["ids"]))
     if r.key in ("version_in", "version_out") and r.facts:
         return msg(f"reason.{r.key}", lang, pkg=r.params["pkg"], have=r.params["have"], rng=r.params["range"], where=r.facts[0].where())
     return None

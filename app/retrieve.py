@@ -66,6 +66,7 @@ class Engine:
         self.case_ids = sorted(self.cases)
         self.note_ids = sorted(self.notes)
         self.item_ids = self.case_ids + self.note_ids  # what an answer can rank
+        self.case_index = {cid: i for i, cid in enumerate(self.case_ids)}
         self.articles: dict[str, dict] = {a["id"]: a for a in self.store.read_articles()}
         self.doc_ids = self.item_ids + sorted(self.articles)
         ix = {cid: i for i, cid in enumerate(self.doc_ids)}

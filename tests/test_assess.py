@@ -40,6 +40,21 @@ NOTE = {
 }
 
 
+LINKED = {  # a thread note traced to a case of the fixture: it supports that case and folds into it
+    "id": "test-note-4090-p2p",
+    "url": "https://example.org/threads/4090-ddp-freeze",
+    "title": "Two RTX 4090 freeze at the first all_reduce in DDP",
+    "lang": "en",
+    "category": "distributed_comm",
+    "frameworks": ["pytorch"],
+    "evidence": "reporter-confirmed",
+    "symptom": {"en": "DDP on two RTX 4090 cards freezes at the first all_reduce, GPUs at 100 % utilisation, no progress.",
+                "zh": "两张 RTX 4090 跑 DDP，在第一次 all_reduce 卡住，GPU 利用率 100%，没有进度。"},
+    "resolution": {"en": "Setting NCCL_P2P_DISABLE=1 let training run.", "zh": "设置 NCCL_P2P_DISABLE=1 后训练正常。"},
+    "case": "nccl-p2p-hang-consumer-gpus",
+}
+
+
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory, vector_cache, embedder):
     from app.embeddings import VectorCache
@@ -49,10 +64,10 @@ def engine(tmp_path_factory, vector_cache, embedder):
 
     kb = copy_cases(tmp_path_factory.mktemp("assesskb"), CASES)
     (kb / "notes").mkdir()
-    (kb / "notes" / "test.yaml").write_text(yaml.safe_dump([NOTE], allow_unicode=True), encoding="utf-8")
+    (kb / "notes" / "test.yaml").write_text(yaml.safe_dump([NOTE, LINKED], allow_unicode=True), encoding="utf-8")
     settings = make_settings(tmp_path_factory.mktemp("assesshome"), vector_cache)
     rep = ingest(Store(settings, embedder, VectorCache(settings.vector_cache)), kb)
-    assert rep.notes == 1 and not [p for p in rep.problems if "note" in p.message]
+    assert rep.notes == 2 and not [p for p in rep.problems if "note" in p.message]
     return Engine(settings, embedder)
 
 
@@ -168,6 +183,39 @@ def test_thread_notes_are_retrieved_and_marked(engine):
     zh = diagnose(engine, "昇腾 910B 上训练，第一次 all-reduce 卡住然后 HCCL 超时")
     item = next(c for c in zh.causes + zh.related if c.case_id == "test-note-ascend-hccl")
     assert "调大" in item.resolution  # a Chinese question gets the Chinese resolution
+
+
+@pytest.mark.parametrize(
+    ("lang", "question", "said"),
+    [
+        ("en", "DDP freezes at the first collective on several RTX 4090 cards (nccl-tests all_reduce_perf hangs too); "
+               "the same code works on a single GPU and on A100 servers", "similar resolved thread"),
+        ("zh", "多张 RTX 4090 上跑 DDP 在第一次集合通信卡住（nccl-tests 的 all_reduce_perf 也卡死），同样代码单卡正常，在 A100 服务器上也正常",
+         "相似的已解决讨论"),
+    ],
+)
+def test_a_case_gains_from_its_matching_threads_and_folds_them(engine, lang, question, said):
+    from app.assess import SCORING
+    from app.diagnose import assess_question, prepare
+
+    q = prepare(engine, question)
+    with_threads = assess_question(engine, q)
+    without = assess_question(engine, q, scoring=SCORING.model_copy(update={"w_threads": 0.0, "fold_notes": False}))
+    case = "nccl-p2p-hang-consumer-gpus"
+    got = next(a for a in with_threads.ranked if a.item_id == case)
+    base = next(a for a in without.ranked if a.item_id == case)
+    r = got.reason("threads")
+    assert r is not None and r.params["ids"] == ["test-note-4090-p2p"] and got.score == pytest.approx(base.score + r.delta) and r.delta > 0
+    # unfolded, the note is ranked; folded, it is gone from the answer when its case ranks above it
+    plain = [a.item_id for a in without.ranked]
+    assert "test-note-4090-p2p" in plain
+    folded = [a.item_id for a in with_threads.ranked]
+    assert folded[0] == case and "test-note-4090-p2p" not in folded
+    assert plain.index(case) > 0 or plain.index("test-note-4090-p2p") > 0
+    d = diagnose(engine, question)
+    top = (d.causes or d.related)[0]
+    assert top.case_id == case and any(said in e and "test-note-4090-p2p" in e for e in top.evidence)
+    assert d.language == lang
 
 
 def test_signal_idf_weights_rare_signals_more(engine):
