@@ -79,9 +79,60 @@ class Engine:
         self.unit_case = np.array([ix[metas[i]["case_id"]] for i in keep], dtype=np.int64)
         self.unit_pos = {u: i for i, u in enumerate(self.unit_ids)}
         self.bm25 = BM25Index([docs[i] for i in keep], cache=self.settings.home / "cache")
+        self.unit_vecs = None if self.settings.chroma_url else self._unit_vectors()
         self.trigger_keys = [_trigger_keys(self.cases[cid]) for cid in self.case_ids]
         self.ranges = {i: r for i, cid in enumerate(self.item_ids) if (r := versions.parse(self.item_versions(cid)))}
         self.version = self.store.manifest().get("updated")
+
+    def _unit_vectors(self) -> np.ndarray:
+        """Every unit's vector in one matrix, for an exact dense search: on an embedded index this process owns, a
+        product over 9,000 x 384 takes ~1 ms where Chroma's HNSW query took ~4.3 ms and found 97 % of the exact top 80
+        (measured on the real set's questions). Read from Chroma once per index version and kept in the cache folder
+        (0.5 s to read, ~20 ms to load). A shared Chroma server is asked on every question instead: other processes
+        may rewrite it, and a server that is down must show as such."""
+        import hashlib
+
+        h = hashlib.sha256("\n".join([self.embedder.id, *self.unit_ids]).encode("utf-8")).hexdigest()[:24]
+        path = self.settings.home / "cache" / f"dense-{h}.npy"
+        try:
+            m = np.load(path)
+            if m.shape[0] == len(self.unit_ids):
+                return m
+        except (OSError, ValueError):
+            pass
+        m = self.store.vectors(self.unit_ids)
+        norms = np.linalg.norm(m, axis=1, keepdims=True) if m.size else np.ones((0, 1), dtype=np.float32)
+        m = (m / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npy")
+            np.save(tmp, m)
+            tmp.replace(path)
+            for old in path.parent.glob("dense-*.npy"):
+                if old != path and not old.name.endswith(".tmp.npy"):
+                    old.unlink(missing_ok=True)
+        except OSError:  # a read-only data directory still answers, it only reads again next start
+            pass
+        return m
+
+    def _dense_units(self, vec: list[float]) -> np.ndarray:
+        """Cosine of the question against the top DENSE_K units (-inf elsewhere): exact in memory, or the Chroma server."""
+        unit_scores = np.full(len(self.unit_ids), -np.inf, dtype=np.float32)
+        if self.unit_vecs is not None:
+            if not len(self.unit_ids):
+                return unit_scores
+            v = np.asarray(vec, dtype=np.float32)
+            v = v / (float(np.linalg.norm(v)) or 1.0)
+            sims = self.unit_vecs @ v
+            k = min(DENSE_K, len(sims))
+            top = np.argpartition(-sims, k - 1)[:k]
+            unit_scores[top] = sims[top]
+            return unit_scores
+        for h in self.store.query(vec, DENSE_K):
+            p = self.unit_pos.get(h.id)
+            if p is not None:
+                unit_scores[p] = h.score
+        return unit_scores
 
     def as_case(self, item_id: str) -> str:
         """The case a ranked item stands for: a thread note that links a case stands for it; anything else for itself."""
@@ -108,13 +159,8 @@ class Engine:
             vec = self.embedder.embed_query(text)
             t["embed"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            hits = self.store.query(vec, DENSE_K)
+            unit_scores = self._dense_units(vec)
             t["dense"] = time.perf_counter() - t0
-            unit_scores = np.full(len(self.unit_ids), -np.inf, dtype=np.float32)
-            for h in hits:
-                p = self.unit_pos.get(h.id)
-                if p is not None:
-                    unit_scores[p] = h.score
             dense = self._pool(unit_scores)
         if mode in ("full", "hybrid", "bm25") and text.strip():
             t0 = time.perf_counter()

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from app.embeddings import CountingEmbeddings, VectorCache
@@ -228,6 +229,21 @@ class Store:
             docs += [d or "" for d in got["documents"]] if with_documents else [""] * len(got["ids"])
             metas += got["metadatas"]
         return ids, docs, metas
+
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        """The stored vectors of these units, in this order (rows of zeros for an id the index does not hold)."""
+        out: np.ndarray | None = None
+        for i in range(0, len(ids), 5000):
+            part = ids[i : i + 5000]
+            got = self.collection.get(ids=part, include=["embeddings"])
+            emb = got["embeddings"]
+            if out is None:
+                dim = len(emb[0]) if len(emb) else 0
+                out = np.zeros((len(ids), dim), dtype=np.float32)
+            pos = {u: i + k for k, u in enumerate(part)}
+            for u, v in zip(got["ids"], emb, strict=True):
+                out[pos[u]] = v
+        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
     def add(self, ids: list[str], texts: list[str], metas: list[dict], progress=None, keep_text: list[bool] | None = None) -> None:
         """Write units: vectors from the cache (shipped or earlier) or embedded now, inserted with `add`.

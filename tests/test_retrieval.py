@@ -84,3 +84,30 @@ def test_unrelated_question_is_not_confident(seed_engine):
     assert d.confident is False
     assert d.causes == [] and d.related, "weak matches go to related, never presented as the cause"
     assert d.general_checks
+
+
+def test_exact_dense_search_matches_chroma_and_is_cached(seed_engine):
+    """The embedded index is searched exactly in memory: the same cosines Chroma gives, read once, then from the cache."""
+    import numpy as np
+
+    from app.retrieve import Engine
+
+    eng = seed_engine
+    assert eng.unit_vecs is not None and eng.unit_vecs.shape[0] == len(eng.unit_ids)
+    vec = eng.embedder.embed_query("loss becomes 0 after a few steps with DeepSpeed bf16")
+    exact = eng._dense_units(vec)
+    held, eng.unit_vecs = eng.unit_vecs, None
+    try:
+        via_chroma = eng._dense_units(vec)  # the path a shared Chroma server takes
+    finally:
+        eng.unit_vecs = held
+    both = np.isfinite(exact) & np.isfinite(via_chroma)
+    assert both.sum() >= min(10, len(eng.unit_ids))
+    assert np.allclose(exact[both], via_chroma[both], atol=1e-4)
+    assert int(np.argmax(exact)) == int(np.argmax(via_chroma))
+    cached = list((eng.settings.home / "cache").glob("dense-*.npy"))
+    assert len(cached) == 1
+    cached[0].write_bytes(b"not a matrix")  # a damaged cache is read again from the index, not trusted
+    again = Engine(eng.settings, eng.embedder)
+    assert np.allclose(again.unit_vecs, held)
+    assert np.load(cached[0]).shape == held.shape
