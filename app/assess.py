@@ -336,8 +336,10 @@ def assess(
     w = _Work(score=base.copy(), base=base, rel=base / best if best > 0 else np.zeros_like(base))
     config_only = _content_tokens(prose) < sc.config_only_tokens
     if mode == "full":
-        for i in range(len(engine.case_ids)):
-            _case_evidence(engine, w, i, facts, config_only, sc)
+        have = facts.keys()
+        for i, keys in enumerate(engine.evidence_keys):
+            if keys is None or not keys.isdisjoint(have):  # a case none of whose evidence is in the facts cannot move
+                _case_evidence(engine, w, i, facts, config_only, sc)
         _version_evidence(engine, w, facts, sc)
         _thread_support(engine, w, sc)
         if sc.note_factor != 1.0:

@@ -31,8 +31,8 @@ class Candidates:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _trigger_keys(case: Case) -> frozenset[str] | None:
-    """Facts that must be present for any trigger of the case to fire; None when a trigger can fire on absence."""
+def _trigger_keys(case: Case, conds: list | None = None) -> frozenset[str] | None:
+    """Facts that must be present for any of the case's triggers (or `conds`) to fire; None when one can fire on absence."""
     from app.kb import iter_leaves
 
     def has_not(node) -> bool:
@@ -41,11 +41,19 @@ def _trigger_keys(case: Case) -> frozenset[str] | None:
         return node.not_ is not None or any(has_not(c) for c in (node.all or []) + (node.any or []))
 
     keys: set[str] = set()
-    for t in case.triggers:
+    for t in case.triggers if conds is None else conds:
         if has_not(t):  # a negation can hold when facts are absent: always evaluate this case
             return None
         keys |= {leaf.fact for leaf in iter_leaves(t)}
     return frozenset(keys)
+
+
+def _evidence_keys(case: Case) -> frozenset[str] | None:
+    """Facts without which the assess stage finds nothing for the case (no trigger, signal or contradiction can fire)."""
+    trig, contra = _trigger_keys(case), _trigger_keys(case, case.contradictions)
+    if trig is None or contra is None:
+        return None
+    return trig | contra | frozenset(case.log_signals)
 
 
 class Engine:
@@ -81,6 +89,7 @@ class Engine:
         self.bm25 = BM25Index([docs[i] for i in keep], cache=self.settings.home / "cache")
         self.unit_vecs = None if self.settings.chroma_url else self._unit_vectors()
         self.trigger_keys = [_trigger_keys(self.cases[cid]) for cid in self.case_ids]
+        self.evidence_keys = [_evidence_keys(self.cases[cid]) for cid in self.case_ids]
         self.ranges = {i: r for i, cid in enumerate(self.item_ids) if (r := versions.parse(self.item_versions(cid)))}
         self.version = self.store.manifest().get("updated")
 
