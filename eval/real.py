@@ -105,25 +105,55 @@ def item_labels(engine, item_id: str) -> set[str]:
     return {item_id, as_case(engine, item_id)}
 
 
+def own_thread_items(engine, q: RealQuestion) -> list[int]:
+    """Item positions of thread notes written on the question's own thread (calibration threads may be cited; frozen
+    ones never are). The eval leaves them out, as if the KB did not hold that thread: finding the thread itself says
+    nothing about answering a new one. Cases that cite the thread among their sources stay (see eval/README.md)."""
+    by_url = getattr(engine, "_note_pos_by_url", None)
+    if by_url is None:
+        pos = {iid: i for i, iid in enumerate(engine.item_ids)}
+        by_url = {}
+        for nid, n in engine.notes.items():
+            by_url.setdefault(canonical_url(n.url), []).append(pos[nid])
+        engine._note_pos_by_url = by_url
+    return by_url.get(canonical_url(q.source), [])
+
+
+def leave_out(question, items: list[int]):
+    """The prepared question with these items' text relevance removed (they cannot rank or count for confidence)."""
+    if not items:
+        return question
+    import copy
+
+    cand = copy.copy(question.cand)
+    cand.dense, cand.lex = cand.dense.copy(), cand.lex.copy()
+    cand.dense[items] = float("-inf")
+    cand.lex[items] = 0.0
+    q = copy.copy(question)
+    q.cand = cand
+    return q
+
+
 def run_real(engine, questions: list[RealQuestion], modes=MODES) -> dict[str, list[dict]]:
-    from app.diagnose import diagnose
+    """Each question through gather, retrieve and assess (the stages of `diagnose`; rendering is not scored), with
+    its own thread's notes left out."""
+    from app.diagnose import assess_question, prepare
 
     rows: dict[str, list[dict]] = {}
     for mode in modes:
         rs = []
         for q in questions:
-            trace: dict = {}
             t0 = time.perf_counter()
-            d = diagnose(engine, q.q, top=5, mode=mode, trace=trace)
+            a = assess_question(engine, leave_out(prepare(engine, q.q, mode=mode), own_thread_items(engine, q)), mode)
             dt = time.perf_counter() - t0
-            ranked = [c.case_id for c in (d.causes or d.related)]
+            ranked = [x.item_id for x in a.ranked[:5]]
             hits = [item_labels(engine, iid) for iid in ranked]
             first = next((i for i, h in enumerate(hits) if h & set(q.expected)), None)
             rs.append({
-                "q": q, "ranked": ranked, "confident": d.confident, "first": first, "lat": dt,
+                "q": q, "ranked": ranked, "confident": a.confident, "first": first, "lat": dt,
                 "hit@1": float(first == 0) if q.expected else float("nan"),
                 "hit@3": float(first is not None and first < 3) if q.expected else float("nan"),
-                "assessment": trace.get("assessment"),
+                "assessment": a,
             })
         rows[mode] = rs
     return rows

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from app.assess import SCORING, Scoring
 from app.diagnose import Question, assess_question, prepare
-from eval.real import RealQuestion, item_labels
+from eval.real import RealQuestion, item_labels, leave_out, own_thread_items
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Prepared:
 
 
 def prepare_all(engine, questions: list[RealQuestion]) -> list[Prepared]:
-    return [Prepared(q, prepare(engine, q.q)) for q in questions]
+    return [Prepared(q, leave_out(prepare(engine, q.q), own_thread_items(engine, q))) for q in questions]
 
 
 def score(engine, prepared: list[Prepared], sc: Scoring, mode: str = "full") -> dict[str, float]:
