@@ -310,6 +310,14 @@ class FileNote(BaseModel):
 # ---------------------------------------------------------------- the answer
 
 
+class Said(BaseModel):
+    """One sentence of an answer as a message key of `app/messages.py` and its parameters: what was said, for machine
+    readers; the prose next to it is the same sentence in the answer's language."""
+
+    key: str
+    params: dict[str, Any] = {}
+
+
 class Citation(BaseModel):
     n: int = 0
     url: str
@@ -329,10 +337,12 @@ class CauseOut(BaseModel):
     fixes: list[str]
     diffs: list[str] = []
     evidence: list[str]
+    reasons: list[Said] = []  # `evidence` as keys, same order
     matched_symptoms: list[str] = []
     evidence_level: str = ""
     citations: list[Citation]
     demoted: str = ""
+    demoted_said: Said | None = None
 
 
 class Supporting(BaseModel):
@@ -356,8 +366,10 @@ class Diagnosis(BaseModel):
     files: list[FileNote] = []
     clarify: dict[str, Any] | None = None
     notes: list[str] = []
+    notes_said: list[Said] = []  # what was cut or redacted, as keys (file problems are in `files`)
     general_checks: list[str] = []
     also_noticed: list[CauseOut] = []  # config risks in the user's files that explain a different symptom
     summary: str = ""  # the first line: most likely cause and its fix, or "not confident"
+    summary_said: Said | None = None
     plot_url: str = ""  # a chart of the user's run (API: /v1/plots/{id}.png), when an attachment has a series
     plot_alt: str = ""  # what the chart shows, in words (the anomalies and their steps)

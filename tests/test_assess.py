@@ -238,3 +238,29 @@ def test_signal_idf_weights_rare_signals_more(engine):
 )
 def test_fix_diffs_follow_the_users_file(diff, name, text, want):
     assert adapt(diff, {name: text}) == want
+
+
+LOG_4090 = (b"GPU 0: NVIDIA GeForce RTX 4090\n{'loss': 2.31, 'learning_rate': 1e-05, 'epoch': 0.01}\n"
+            b"[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+            b"OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800427 milliseconds before timing out.\n")
+
+
+def test_the_answer_carries_its_sentences_as_keys_in_both_languages(engine):
+    """The render stage words the same keys in the asker's language: en and zh answers say the same things."""
+    from app.compose import words
+
+    en = diagnose(engine, "Multi-GPU DDP on RTX 4090 cards freezes at the first all_reduce; nccl-tests all_reduce_perf hangs too",
+                  attachments=[Attachment("train.log", LOG_4090)])
+    zh = diagnose(engine, "多张 RTX 4090 上 DDP 第一次 all_reduce 卡住，nccl-tests 的 all_reduce_perf 也卡死",
+                  attachments=[Attachment("train.log", LOG_4090)])
+    for d in (en, zh):
+        assert d.summary_said is not None and d.summary == words(d.summary_said, d.language)
+        top = (d.causes or d.related)[0]
+        assert top.case_id == "nccl-p2p-hang-consumer-gpus"
+        assert len(top.reasons) == len(top.evidence) and top.reasons, top.evidence
+    assert en.summary_said.key == zh.summary_said.key
+    en_top, zh_top = (en.causes or en.related)[0], (zh.causes or zh.related)[0]
+    assert [r.key for r in en_top.reasons] == [r.key for r in zh_top.reasons]
+    assert "reason.trigger" in {r.key for r in en_top.reasons}  # the log's GPU and NCCL timeout fired the case's trigger
+    assert en_top.evidence != zh_top.evidence  # the same reasons, worded for each asker
+    assert en.language == "en" and zh.language == "zh"
