@@ -168,11 +168,9 @@ def compose(q: Question, a: Assessment, top: int = 3) -> Diagnosis:
         co = _cause_out(item, lang, q_tokens, cite, files)
         cite += len(co.citations)
         also.append(co)
-    notes_said = [Said(key=k, params=p) for k, p in q.cut.notes]
-    if fs.redactions:
-        notes_said.append(Said(key="note.redacted", params={"n": fs.redactions}))
-    notes = [words(s, lang) for s in notes_said[: len(q.cut.notes)]] + [n.text(lang) for n in fs.files if not n.ok]
-    notes += [words(s, lang) for s in notes_said[len(q.cut.notes):]]
+    cut = [Said(key=k, params=p) for k, p in q.cut.notes]
+    redacted = [Said(key="note.redacted", params={"n": fs.redactions})] if fs.redactions else []
+    notes = [words(s, lang) for s in cut] + [n.text(lang) for n in fs.files if not n.ok] + [words(s, lang) for s in redacted]
     supporting = [
         Supporting(article_id=art["id"], title=art["title"], source=art["source"], score=round(sc, 4), snippet=_snippet(art))
         for art, sc in a.supporting
@@ -190,7 +188,7 @@ def compose(q: Question, a: Assessment, top: int = 3) -> Diagnosis:
         files=fs.files,
         clarify=_clarify(a.ranked, q.facts, lang),
         notes=notes,
-        notes_said=notes_said,
+        notes_said=cut + redacted,
         general_checks=[] if a.confident else _clarify_data()["general_checks"][lang],
         also_noticed=also,
         summary=words(summary, lang),

@@ -102,6 +102,8 @@ def test_secret_in_question_and_config_never_echoed(seed_engine):
     dumped = d.model_dump_json()
     assert "hf_QQQQ" not in dumped and "hf_WWWW" not in dumped
     assert any("redacted" in n for n in d.notes)
+    said = [s for s in d.notes_said if s.key == "note.redacted"]
+    assert said and said[0].params["n"] >= 2  # the same note as a key, for a machine reader (both secrets counted)
 
 
 def test_file_problems_are_reported_in_the_question_language(seed_engine):
