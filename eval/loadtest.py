@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", type=Path, default=None, help="TRAINFIX_HOME for the started server (default: the usual data folder)")
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--duration", type=float, default=60.0)
-    ap.add_argument("--threads", type=int, default=int(os.environ.get("TRAINFIX_THREADS", "1")), help="TRAINFIX_THREADS of the started server")
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("TRAINFIX_THREADS", "0")), help="TRAINFIX_THREADS of the started server (0: every core up to 4)")
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds of load before measuring")
     ap.add_argument("--no-write", action="store_true", help="do not update eval/bench.md")
     ap.add_argument("--attacker", action="store_true", help="normal clients alone, then beside one client sending maximum-size inputs")
