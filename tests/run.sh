@@ -32,6 +32,7 @@ else
 fi
 [ -z "$APT_PID" ] || wait "$APT_PID"
 export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False ANONYMIZED_TELEMETRY=False
+export TRAINFIX_THREADS="${TRAINFIX_THREADS:-1}"   # two test workers share 2 cores: one embedder thread each
 export TRAINFIX_HOME="${TRAINFIX_HOME:-$TMP_ROOT/trainfix}"
 export TRAINFIX_TEST_ARTIFACTS="${TRAINFIX_TEST_ARTIFACTS:-$TMP_ROOT/artifacts}"   # screenshots (kept outside the clone)
 export HYPOTHESIS_STORAGE_DIRECTORY="$TMP_ROOT/hypothesis"
