@@ -100,9 +100,23 @@ def as_case(engine, item_id: str) -> str:
     return engine.as_case(item_id)
 
 
-def item_labels(engine, item_id: str) -> set[str]:
-    """What a ranked item counts as against a label: itself, and the case it stands for."""
-    return {item_id, as_case(engine, item_id)}
+def item_labels(engine, item_id: str, left_out: frozenset[str] = frozenset()) -> set[str]:
+    """What a ranked item counts as against a label: itself, the case it stands for, and the thread notes linked to
+    that case (a note is linked only when the case explains its cause, so a label naming the note names the case's
+    cause; the answer folds such a note into its case). Notes `left_out` (the question's own thread) lend nothing."""
+    linked = getattr(engine, "_linked_notes", None)
+    if linked is None:
+        linked = {}
+        for nid, n in engine.notes.items():
+            if n.case:
+                linked.setdefault(n.case, set()).add(nid)
+        engine._linked_notes = linked
+    case = as_case(engine, item_id)
+    return {item_id, case} | (linked.get(case, set()) - left_out)
+
+
+def own_thread_ids(engine, q: RealQuestion) -> frozenset[str]:
+    return frozenset(engine.item_ids[i] for i in own_thread_items(engine, q))
 
 
 def own_thread_items(engine, q: RealQuestion) -> list[int]:
@@ -147,7 +161,8 @@ def run_real(engine, questions: list[RealQuestion], modes=MODES) -> dict[str, li
             a = assess_question(engine, leave_out(prepare(engine, q.q, mode=mode), own_thread_items(engine, q)), mode)
             dt = time.perf_counter() - t0
             ranked = [x.item_id for x in a.ranked[:5]]
-            hits = [item_labels(engine, iid) for iid in ranked]
+            own = own_thread_ids(engine, q)
+            hits = [item_labels(engine, iid, own) for iid in ranked]
             first = next((i for i, h in enumerate(hits) if h & set(q.expected)), None)
             rs.append({
                 "q": q, "ranked": ranked, "confident": a.confident, "first": first, "lat": dt,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from app.assess import SCORING, Scoring
 from app.diagnose import Question, assess_question, prepare
-from eval.real import RealQuestion, item_labels, leave_out, own_thread_items
+from eval.real import RealQuestion, item_labels, leave_out, own_thread_ids, own_thread_items
 
 
 @dataclass
@@ -30,7 +30,8 @@ def score(engine, prepared: list[Prepared], sc: Scoring, mode: str = "full") -> 
     hit1 = hit3 = cbw = abst = none = 0
     for p in prepared:
         a = assess_question(engine, p.question, mode, sc)
-        ids = [item_labels(engine, it.item_id) for it in a.ranked[:3]]
+        own = own_thread_ids(engine, p.q)
+        ids = [item_labels(engine, it.item_id, own) for it in a.ranked[:3]]
         exp = set(p.q.expected)
         first = next((i for i, s in enumerate(ids) if s & exp), None)
         hit1 += first == 0

@@ -48,8 +48,10 @@ LINKED = {  # a thread note traced to a case of the fixture: it supports that ca
     "category": "distributed_comm",
     "frameworks": ["pytorch"],
     "evidence": "reporter-confirmed",
-    "symptom": {"en": "DDP on two RTX 4090 cards freezes at the first all_reduce, GPUs at 100 % utilisation, no progress.",
-                "zh": "两张 RTX 4090 跑 DDP，在第一次 all_reduce 卡住，GPU 利用率 100%，没有进度。"},
+    "symptom": {"en": "DDP on several RTX 4090 cards freezes at the first all_reduce collective (nccl-tests hangs as well), GPUs at "
+                      "100 % utilisation, no progress; one GPU and the A100 servers work.",
+                "zh": "多张 RTX 4090 跑 DDP，在第一次 all_reduce 集合通信卡住（nccl-tests 也卡死），GPU 利用率 100%，没有进度；单卡和 A100 "
+                      "服务器正常。"},
     "resolution": {"en": "Setting NCCL_P2P_DISABLE=1 let training run.", "zh": "设置 NCCL_P2P_DISABLE=1 后训练正常。"},
     "case": "nccl-p2p-hang-consumer-gpus",
 }
