@@ -118,3 +118,28 @@ def test_free_text_versions_are_refused():
     assert AppliesTo(versions="torch==2.5.0; flash-attn<2.6.2").versions
     with pytest.raises(ValueError, match="versions must be a range"):
         AppliesTo(versions="releases before the fix merged in July")
+
+
+def test_required_keys_gate_is_a_necessary_condition():
+    """The assess stage skips a case when none of its required facts is present: that must never hide a firing
+    trigger. Checked by brute force over every presence pattern of three facts."""
+    from itertools import product
+
+    from app.retrieve import _required
+
+    a, b, c = (Leaf(fact=k, eq=1) for k in "abc")
+    not_a = Cond(**{"not": Leaf(fact="a", exists=True)})
+    trees = {
+        "all(not a, b)": (Cond(all=[not_a, b]), frozenset({"b"})),
+        "any(not a, b)": (Cond(any=[not_a, b]), None),
+        "all(a, any(b, c))": (Cond(all=[a, Cond(any=[b, c])]), frozenset({"a"})),
+        "any(a, all(b, c))": (Cond(any=[a, Cond(all=[b, c])]), frozenset({"a", "b"})),
+        "absent a": (Leaf(fact="a", exists=False), None),
+    }
+    for name, (tree, want) in trees.items():
+        req = _required(tree)
+        assert req == want, name
+        for present in product([False, True], repeat=3):
+            facts = {k: F(k, 1) for k, p in zip("abc", present, strict=True) if p}
+            if eval_cond(tree, facts, []):
+                assert req is None or not req.isdisjoint(facts), (name, sorted(facts))
