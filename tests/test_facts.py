@@ -418,3 +418,15 @@ def test_log_named_file_starting_with_a_json_record_is_read_as_a_log(name):
     assert "log.oom" in facts_of(name, JSONL_LOG)
     assert detect_kind("config.json", '{"fp16": {"enabled": true}}') == "json"
     assert detect_kind("run.log", '{"fp16": {"enabled": true}}') == "json"  # one whole JSON document stays JSON
+
+
+@pytest.mark.parametrize("name", ["job.out", "slurm-1234.txt", "pasted"])
+def test_a_tools_error_line_is_a_log_not_a_yaml_config(name):
+    """`sbatch: error: ...` looks like `key: value` but is a scheduler's message: it must reach the log reader, where a
+    case's `log.message` trigger can see it (a helper writing a case found it read as YAML)."""
+    text = "sbatch: error: Batch job submission failed: Requested node configuration is not available\n"
+    assert detect_kind(name, text) == "log"
+    fs = read_attachments([Attachment(name, content=text)])
+    msg = fs.by_key().get("log.message")
+    assert msg is not None and "requested node configuration is not available" in msg.value
+    assert detect_kind("train.yaml", "model: qwen\nnote: error: kept as text\n") == "yaml"  # a YAML file stays YAML

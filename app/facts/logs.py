@@ -445,7 +445,9 @@ def looks_like_log(text: str) -> bool:
     return bool(
         re.search(
             r"\{'loss':|\"loss\":\s*[\d.]|\bstep\s*[:=]?\s*\d+.*(loss|kl|reward|entropy)|OVERFLOW|Traceback|"
-            r"(loss|grad_norm|kl|reward|entropy)[\w/]*\s*[:=]\s*[-\d.]|\[rank\d+\]|INFO|WARNING|Error:",
+            r"(loss|grad_norm|kl|reward|entropy)[\w/]*\s*[:=]\s*[-\d.]|\[rank\d+\]|INFO|WARNING|Error:|"
+            r"^[\w.\-]+: (?:error|fatal|warning): ",  # a tool's own error line: `sbatch: error: ...`, `ld: fatal: ...`
             head,
+            re.M,
         )
     )
