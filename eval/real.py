@@ -115,8 +115,9 @@ def item_labels(engine, item_id: str, left_out: frozenset[str] = frozenset()) ->
     return {item_id, case} | (linked.get(case, set()) - left_out)
 
 
-def own_thread_ids(engine, q: RealQuestion) -> frozenset[str]:
-    return frozenset(engine.item_ids[i] for i in own_thread_items(engine, q))
+def own_thread_ids(engine, items: list[int]) -> frozenset[str]:
+    """The ids of `own_thread_items`' positions (they lend their case nothing in `item_labels`)."""
+    return frozenset(engine.item_ids[i] for i in items)
 
 
 def own_thread_items(engine, q: RealQuestion) -> list[int]:
@@ -158,10 +159,11 @@ def run_real(engine, questions: list[RealQuestion], modes=MODES) -> dict[str, li
         rs = []
         for q in questions:
             t0 = time.perf_counter()
-            a = assess_question(engine, leave_out(prepare(engine, q.q, mode=mode), own_thread_items(engine, q)), mode)
+            items = own_thread_items(engine, q)
+            a = assess_question(engine, leave_out(prepare(engine, q.q, mode=mode), items), mode)
             dt = time.perf_counter() - t0
             ranked = [x.item_id for x in a.ranked[:5]]
-            own = own_thread_ids(engine, q)
+            own = own_thread_ids(engine, items)
             hits = [item_labels(engine, iid, own) for iid in ranked]
             first = next((i for i, h in enumerate(hits) if h & set(q.expected)), None)
             rs.append({

@@ -30,7 +30,7 @@ def score(engine, prepared: list[Prepared], sc: Scoring, mode: str = "full") -> 
     hit1 = hit3 = cbw = abst = none = 0
     for p in prepared:
         a = assess_question(engine, p.question, mode, sc)
-        own = own_thread_ids(engine, p.q)
+        own = own_thread_ids(engine, own_thread_items(engine, p.q))
         ids = [item_labels(engine, it.item_id, own) for it in a.ranked[:3]]
         exp = set(p.q.expected)
         first = next((i for i, s in enumerate(ids) if s & exp), None)

@@ -271,6 +271,7 @@ def test_fuzz_text_and_code_blocks(text):
 @example(text='{"log_history": [{"loss": ' + "1" * 4400 + "}]}", name="trainer_state.json", as_bytes=False, question="")
 @example(text='{"train_batch_size": ' + "1" * 4400 + "}", name="ds_config.json", as_bytes=False, question="--lr " + "1" * 4400)
 @example(text=deep("unary", 100_000), name="train.py", as_bytes=False, question="")
+@example(text=("sbatch: error: " + "x" * 300 + "\n" + "a" * 20000 + ": fatal: \n") * 200, name="x", as_bytes=False, question="")  # tool errors
 @given(text=ANY, name=st.sampled_from(["ds_config.json", "train.yaml", "run.sh", "train.py", "train.log", "trainer_state.json", "notes.txt", "x", "",
                                         "a.yml", "env.txt", "训练.log"]),
        as_bytes=st.booleans(), question=st.one_of(st.just(""), TEXT, st.just("--lr 1e-5 --bf16 " + "--x " * 50)))

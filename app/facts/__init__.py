@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.facts.cmdline import looks_like_cmdline, parse_cmdline
-from app.facts.logs import LogReader, looks_like_log, read_log, read_trainer_state
+from app.facts.logs import TOOL_ERROR, LogReader, looks_like_log, read_log, read_trainer_state
 from app.facts.normalize import model_facts
 from app.facts.pysnippet import looks_like_python, parse_python
 from app.facts.redact import redact
@@ -129,7 +129,7 @@ def detect_kind(name: str, text: str) -> str:
         return "cmdline"
     if _ENV_DUMP.search(s[:20000]) and not low.endswith((".yaml", ".yml")):
         return "log"  # `transformers-cli env` output or a pip freeze: the log reader takes the versions
-    if _TOOL_ERROR.search(s[:20000]) and not low.endswith((".yaml", ".yml")):
+    if TOOL_ERROR.search(s[:20000]) and not low.endswith((".yaml", ".yml")):
         return "log"  # `sbatch: error: ...` is a tool's message (and not valid YAML), not a key-value config
     if low.endswith((".yaml", ".yml")) or _mostly_key_values(s):
         return "yaml"
@@ -142,7 +142,6 @@ def detect_kind(name: str, text: str) -> str:
     return "unknown"
 
 
-_TOOL_ERROR = re.compile(r"^[\w.\-]+: (?:error|fatal): \S", re.M)
 _ENV_DUMP = re.compile(
     r"^\s*-?\s*`?(transformers|torch|pytorch|deepspeed|peft|trl|accelerate|flash[-_]attn|vllm|bitsandbytes)`?"
     r"( version)?(\s*\(gpu\?\))?\s*(:|==)\s*v?\d+\.\d+",

@@ -440,14 +440,17 @@ def trainer_state_reader(text: str, data: object, file: str) -> LogReader:
     return r
 
 
+# A tool's own error line (`sbatch: error: ...`, `ld: fatal: ...`): a log, though it reads like `key: value`.
+TOOL_ERROR = re.compile(r"^[\w.\-]+: (?:error|fatal): \S", re.M)
+
+
 def looks_like_log(text: str) -> bool:
     head = text[:20000]
     return bool(
         re.search(
             r"\{'loss':|\"loss\":\s*[\d.]|\bstep\s*[:=]?\s*\d+.*(loss|kl|reward|entropy)|OVERFLOW|Traceback|"
-            r"(loss|grad_norm|kl|reward|entropy)[\w/]*\s*[:=]\s*[-\d.]|\[rank\d+\]|INFO|WARNING|Error:|"
-            r"^[\w.\-]+: (?:error|fatal|warning): ",  # a tool's own error line: `sbatch: error: ...`, `ld: fatal: ...`
+            r"(loss|grad_norm|kl|reward|entropy)[\w/]*\s*[:=]\s*[-\d.]|\[rank\d+\]|INFO|WARNING|Error:",
             head,
-            re.M,
         )
+        or TOOL_ERROR.search(head)
     )
