@@ -55,8 +55,10 @@ class Scoring(BaseModel):
     # notes: several resolved threads that match the question and were traced to one cause make that cause likelier
     threads_top: int = 1  # calibration split, 402 cases / 1,511 notes, grid w 0-0.3 x min 0.3/0.5/0.7 x top 1/3: (0.15, 0.5, 1)
     # gives en hit@1 +0.021 with hit@3 and confident-but-wrong unchanged; top 3 or w >= 0.2 raise confident-but-wrong
-    fold_notes: bool = True  # a note ranked below the case it links is left out of the answer (it is cited through the case's
-    # 'similar threads' reason); confidence is decided before folding. Real set: same hits, confident-but-wrong unchanged
+    fold_notes: bool = True  # one slot per cause: a note ranked below the case it links is left out of the answer, one ranked
+    # above it gives its slot to the case (cited through the case's 'similar threads' reason); confidence is decided
+    # before folding. Real set: dropping notes below their case, same hits; giving the slot to the case (session G), zh hit@3
+    # +0.019 on both splits
     threads_min: float = 0.6  # ... counting only notes whose relevance (base / best base) reaches this (0.5 until
     # session F; see compat_hi)
     fusion: str = "linear"  # "linear": weighted min-max scores; "rrf": reciprocal rank fusion (k = rrf_k)
@@ -281,17 +283,24 @@ def _thread_support(engine: Engine, w: _Work, sc: Scoring) -> None:
         w.reasons.setdefault(c, []).append(Reason("threads", delta, params={"n": len(found), "ids": [i for _, i in found[:3]]}))
 
 
-def _fold(engine: Engine, order: list[int]) -> list[int]:
-    """A thread note whose linked case ranks above it says nothing new: it is cited through the case; its slot goes on."""
-    n_cases = len(engine.case_ids)
-    above: set[str] = set()
+def _fold(engine: Engine, ranked: list[Assessed]) -> list[Assessed]:
+    """One slot per cause. A thread note whose linked case ranks above it says nothing new: its slot goes on. A note
+    ranked above its own case gives that slot to the case (at the note's score: the case explains the thread and
+    carries the fixes; the note is cited through the case's 'similar threads' reason), so a cause never takes two of
+    the top places. Real set, session G: hit@3 zh +0.019 on the calibration and the frozen split, nothing lower."""
+    by_id = {a.item_id: a for a in ranked}
+    placed: set[str] = set()
     out = []
-    for i in order:
-        iid = engine.item_ids[i]
-        if i >= n_cases and (engine.notes[iid].case or "") in above:
+    for a in ranked:
+        cause = engine.as_case(a.item_id)
+        if a.item_id in placed or cause in placed:
             continue
-        above.add(iid)
-        out.append(i)
+        case = by_id.get(cause) if cause != a.item_id else None
+        if case is not None:
+            case.score = max(case.score, a.score)
+            a = case
+        placed.update((a.item_id, cause))
+        out.append(a)
     return out
 
 
@@ -357,8 +366,7 @@ def assess(
     confident = _confident(ranked, top_cos, top_lex, mode, sc, config_only)  # on the unfolded list: a case's own thread
     # right behind it is not a lead over a rival cause
     if sc.fold_notes:
-        keep = set(_fold(engine, order))
-        ranked = [a for i, a in zip(order, ranked, strict=True) if i in keep]
+        ranked = _fold(engine, ranked)
     for k, a in enumerate(ranked):
         a.likelihood = _likelihood(a, ranked[0].score if ranked else 0.0, confident, k, sc)
     also = []

@@ -266,3 +266,22 @@ def test_the_answer_carries_its_sentences_as_keys_in_both_languages(engine):
     assert "reason.trigger" in {r.key for r in en_top.reasons}  # the log's GPU and NCCL timeout fired the case's trigger
     assert en_top.evidence != zh_top.evidence  # the same reasons, worded for each asker
     assert en.language == "en" and zh.language == "zh"
+
+
+def test_fold_keeps_one_slot_per_cause_and_gives_a_notes_slot_to_its_case(engine):
+    from app.assess import Assessed, _fold
+
+    note, case = "test-note-4090-p2p", "nccl-p2p-hang-consumer-gpus"
+    assert engine.as_case(note) == case
+    other = next(c for c in engine.case_ids if c != case)
+
+    def item(iid: str, score: float) -> Assessed:
+        c = engine.cases.get(iid)
+        return Assessed(iid, "case" if c else "note", c, engine.notes.get(iid), score, score, 0.0, 0.0)
+
+    above = _fold(engine, [item(note, 0.9), item(other, 0.8), item(case, 0.5)])
+    assert [a.item_id for a in above] == [case, other] and above[0].score == pytest.approx(0.9)
+    below = _fold(engine, [item(case, 0.9), item(other, 0.8), item(note, 0.5)])
+    assert [a.item_id for a in below] == [case, other]
+    alone = _fold(engine, [item(note, 0.9), item(other, 0.8)])  # its case not ranked: the note stands for it
+    assert [a.item_id for a in alone] == [note, other]
