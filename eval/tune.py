@@ -19,10 +19,16 @@ from eval.real import RealQuestion, item_labels, leave_out, own_thread_ids, own_
 class Prepared:
     q: RealQuestion
     question: Question
+    own: frozenset[str] = frozenset()  # ids of the notes on the question's own thread (left out, lend nothing)
+
+
+def _prepared(engine, q: RealQuestion) -> Prepared:
+    items = own_thread_items(engine, q)
+    return Prepared(q, leave_out(prepare(engine, q.q), items), own_thread_ids(engine, items))
 
 
 def prepare_all(engine, questions: list[RealQuestion]) -> list[Prepared]:
-    return [Prepared(q, leave_out(prepare(engine, q.q), own_thread_items(engine, q))) for q in questions]
+    return [_prepared(engine, q) for q in questions]
 
 
 def score(engine, prepared: list[Prepared], sc: Scoring, mode: str = "full") -> dict[str, float]:
@@ -30,8 +36,7 @@ def score(engine, prepared: list[Prepared], sc: Scoring, mode: str = "full") -> 
     hit1 = hit3 = cbw = abst = none = 0
     for p in prepared:
         a = assess_question(engine, p.question, mode, sc)
-        own = own_thread_ids(engine, own_thread_items(engine, p.q))
-        ids = [item_labels(engine, it.item_id, own) for it in a.ranked[:3]]
+        ids = [item_labels(engine, it.item_id, p.own) for it in a.ranked[:3]]
         exp = set(p.q.expected)
         first = next((i for i, s in enumerate(ids) if s & exp), None)
         hit1 += first == 0
