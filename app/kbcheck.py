@@ -63,13 +63,14 @@ class CheckReport:
     note_files: int = 0
 
 
-def check_frozen(cases: list[Case], notes: list) -> list[Problem]:
-    """No case or note may cite a thread of the real eval set's frozen part."""
+def check_frozen(cases: list[Case], notes: list, folder=None) -> list[Problem]:
+    """No case or note may cite a thread of the real eval set's frozen part, nor be a page that retells one."""
     try:
-        from eval.real import frozen_urls
+        from eval.real import frozen_retold, frozen_urls
     except ImportError:  # an install without the eval package: nothing to compare against
         return []
-    frozen = frozen_urls()
+    kw = {"folder": folder} if folder is not None else {}
+    frozen, retold = frozen_urls(**kw), frozen_retold(**kw)
     out = []
     for c in cases:
         for s in c.sources:
@@ -78,6 +79,8 @@ def check_frozen(cases: list[Case], notes: list) -> list[Problem]:
     for n in notes:
         if canonical_url(n.url) in frozen:
             out.append(Problem(n.path.rsplit(":", 1)[0], int(n.path.rsplit(":", 1)[1]), f"note {n.id}: {n.url} is the frozen eval question {frozen[canonical_url(n.url)]}"))
+        elif n.id in retold:
+            out.append(Problem(n.path.rsplit(":", 1)[0], int(n.path.rsplit(":", 1)[1]), f"note {n.id}: {n.url} retells the frozen eval question {retold[n.id]}'s thread"))
     return out
 
 

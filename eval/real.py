@@ -36,6 +36,8 @@ class RealQuestion:
     cause: str = ""
     where: str = ""
     extra: dict = field(default_factory=dict)
+    retold_by: list[str] = field(default_factory=list)  # notes on another page that retell this very thread (a blog
+    # write-up of the issue): left out like the thread's own notes, since finding them is finding the thread
 
     @property
     def none(self) -> bool:
@@ -72,14 +74,14 @@ def load_real(folder: Path = REAL_DIR, known: set[str] | None = None) -> list[Re
             exp = item.get("expected")
             expected = [] if exp in (None, "none", ["none"], []) else ([exp] if isinstance(exp, str) else list(exp))
             if known is not None:
-                bad = [e for e in expected if e not in known]
+                bad = [e for e in expected + list(item.get("retold_by") or []) if e not in known]
                 if bad:
                     raise RealError(f"{where}: expected {bad} is not a case or note id")
             out.append(
                 RealQuestion(
                     id=item["id"], lang=item["lang"], q=str(item["q"]), expected=expected, source=item["source"],
                     frozen=bool(item.get("frozen", is_frozen_url(item["source"]))), category=item.get("category", ""),
-                    cause=item.get("cause", ""), where=where,
+                    cause=item.get("cause", ""), where=where, retold_by=list(item.get("retold_by") or []),
                 )
             )
     return out
@@ -92,6 +94,17 @@ def frozen_urls(folder: Path = REAL_DIR) -> dict[str, str]:
         for item in yaml.safe_load(f.read_text(encoding="utf-8")) or []:
             if item.get("source") and item.get("frozen", is_frozen_url(item["source"])):
                 out[canonical_url(item["source"])] = item.get("id", "?")
+    return out
+
+
+def frozen_retold(folder: Path = REAL_DIR) -> dict[str, str]:
+    """Note id -> frozen question id, for notes on another page that retell a frozen thread (kb check refuses them too)."""
+    out = {}
+    for f in sorted(folder.glob("*.yaml")):
+        for item in yaml.safe_load(f.read_text(encoding="utf-8")) or []:
+            if item.get("source") and item.get("frozen", is_frozen_url(item["source"])):
+                for nid in item.get("retold_by") or []:
+                    out[nid] = item.get("id", "?")
     return out
 
 
@@ -131,7 +144,10 @@ def own_thread_items(engine, q: RealQuestion) -> list[int]:
         for nid, n in engine.notes.items():
             by_url.setdefault(canonical_url(n.url), []).append(pos[nid])
         engine._note_pos_by_url = by_url
-    return by_url.get(canonical_url(q.source), [])
+    pos = getattr(engine, "_item_pos", None)
+    if pos is None:
+        pos = engine._item_pos = {iid: i for i, iid in enumerate(engine.item_ids)}
+    return by_url.get(canonical_url(q.source), []) + [pos[n] for n in q.retold_by if n in pos]
 
 
 def leave_out(question, items: list[int]):
