@@ -63,24 +63,24 @@ class CheckReport:
     note_files: int = 0
 
 
-def check_frozen(cases: list[Case], notes: list, folder=None) -> list[Problem]:
+def check_frozen(cases: list[Case], notes: list, folder: Path | None = None) -> list[Problem]:
     """No case or note may cite a thread of the real eval set's frozen part, nor be a page that retells one."""
     try:
-        from eval.real import frozen_retold, frozen_urls
+        from eval.real import REAL_DIR, frozen_refs
     except ImportError:  # an install without the eval package: nothing to compare against
         return []
-    kw = {"folder": folder} if folder is not None else {}
-    frozen, retold = frozen_urls(**kw), frozen_retold(**kw)
+    frozen, retold = frozen_refs(folder or REAL_DIR)
     out = []
     for c in cases:
         for s in c.sources:
             if canonical_url(s.url) in frozen:
                 out.append(Problem(c.path, 2, f"sources: {s.url} is the frozen eval question {frozen[canonical_url(s.url)]}; cite another thread"))
     for n in notes:
+        file, line = n.path.rsplit(":", 1)
         if canonical_url(n.url) in frozen:
-            out.append(Problem(n.path.rsplit(":", 1)[0], int(n.path.rsplit(":", 1)[1]), f"note {n.id}: {n.url} is the frozen eval question {frozen[canonical_url(n.url)]}"))
+            out.append(Problem(file, int(line), f"note {n.id}: {n.url} is the frozen eval question {frozen[canonical_url(n.url)]}"))
         elif n.id in retold:
-            out.append(Problem(n.path.rsplit(":", 1)[0], int(n.path.rsplit(":", 1)[1]), f"note {n.id}: {n.url} retells the frozen eval question {retold[n.id]}'s thread"))
+            out.append(Problem(file, int(line), f"note {n.id}: {n.url} retells the frozen eval question {retold[n.id]}'s thread"))
     return out
 
 

@@ -73,39 +73,33 @@ def load_real(folder: Path = REAL_DIR, known: set[str] | None = None) -> list[Re
             urls[cu] = where
             exp = item.get("expected")
             expected = [] if exp in (None, "none", ["none"], []) else ([exp] if isinstance(exp, str) else list(exp))
+            retold_by = list(item.get("retold_by") or [])
             if known is not None:
-                bad = [e for e in expected + list(item.get("retold_by") or []) if e not in known]
+                bad = [e for e in expected + retold_by if e not in known]
                 if bad:
                     raise RealError(f"{where}: expected {bad} is not a case or note id")
             out.append(
                 RealQuestion(
                     id=item["id"], lang=item["lang"], q=str(item["q"]), expected=expected, source=item["source"],
                     frozen=bool(item.get("frozen", is_frozen_url(item["source"]))), category=item.get("category", ""),
-                    cause=item.get("cause", ""), where=where, retold_by=list(item.get("retold_by") or []),
+                    cause=item.get("cause", ""), where=where, retold_by=retold_by,
                 )
             )
     return out
 
 
-def frozen_urls(folder: Path = REAL_DIR) -> dict[str, str]:
-    """Canonical URL -> question id of the frozen part (kb check refuses any case or note citing one)."""
-    out = {}
+def frozen_refs(folder: Path = REAL_DIR) -> tuple[dict[str, str], dict[str, str]]:
+    """What kb check refuses, read in one pass over the set: canonical URL -> question id of the frozen part, and note
+    id -> frozen question id for notes on another page that retell a frozen thread (`retold_by`)."""
+    urls: dict[str, str] = {}
+    retold: dict[str, str] = {}
     for f in sorted(folder.glob("*.yaml")):
         for item in yaml.safe_load(f.read_text(encoding="utf-8")) or []:
             if item.get("source") and item.get("frozen", is_frozen_url(item["source"])):
-                out[canonical_url(item["source"])] = item.get("id", "?")
-    return out
-
-
-def frozen_retold(folder: Path = REAL_DIR) -> dict[str, str]:
-    """Note id -> frozen question id, for notes on another page that retell a frozen thread (kb check refuses them too)."""
-    out = {}
-    for f in sorted(folder.glob("*.yaml")):
-        for item in yaml.safe_load(f.read_text(encoding="utf-8")) or []:
-            if item.get("source") and item.get("frozen", is_frozen_url(item["source"])):
-                for nid in item.get("retold_by") or []:
-                    out[nid] = item.get("id", "?")
-    return out
+                qid = item.get("id", "?")
+                urls[canonical_url(item["source"])] = qid
+                retold.update(dict.fromkeys(item.get("retold_by") or [], qid))
+    return urls, retold
 
 
 def as_case(engine, item_id: str) -> str:
@@ -139,14 +133,12 @@ def own_thread_items(engine, q: RealQuestion) -> list[int]:
     nothing about answering a new one. Cases that cite the thread among their sources stay (see eval/README.md)."""
     by_url = getattr(engine, "_note_pos_by_url", None)
     if by_url is None:
-        pos = {iid: i for i, iid in enumerate(engine.item_ids)}
+        engine._item_pos = {iid: i for i, iid in enumerate(engine.item_ids)}
         by_url = {}
         for nid, n in engine.notes.items():
-            by_url.setdefault(canonical_url(n.url), []).append(pos[nid])
+            by_url.setdefault(canonical_url(n.url), []).append(engine._item_pos[nid])
         engine._note_pos_by_url = by_url
-    pos = getattr(engine, "_item_pos", None)
-    if pos is None:
-        pos = engine._item_pos = {iid: i for i, iid in enumerate(engine.item_ids)}
+    pos = engine._item_pos
     return by_url.get(canonical_url(q.source), []) + [pos[n] for n in q.retold_by if n in pos]
 
 
