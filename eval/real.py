@@ -73,7 +73,8 @@ def load_real(folder: Path = REAL_DIR, known: set[str] | None = None) -> list[Re
             urls[cu] = where
             exp = item.get("expected")
             expected = [] if exp in (None, "none", ["none"], []) else ([exp] if isinstance(exp, str) else list(exp))
-            retold_by = list(item.get("retold_by") or [])
+            rb = item.get("retold_by") or []
+            retold_by = [rb] if isinstance(rb, str) else list(rb)  # one id or a list, like `expected`
             if known is not None:
                 bad = [e for e in expected + retold_by if e not in known]
                 if bad:

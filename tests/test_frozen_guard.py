@@ -55,3 +55,11 @@ def test_eval_leaves_out_notes_that_retell_the_question_thread(real_dir):
 def test_unknown_retelling_id_stops_the_eval_with_its_place(real_dir):
     with pytest.raises(RealError, match=r"set.yaml\[0\].*blog-retelling"):
         load_real(real_dir, known={"blog-other"})
+
+
+def test_a_single_retelling_id_is_read_like_a_list(tmp_path):
+    q = {"id": "q1", "lang": "en", "q": "loss nan", "source": OPEN_URL, "frozen": False, "expected": "none", "retold_by": "blog-a"}
+    (tmp_path / "set.yaml").write_text(yaml.safe_dump([q]), encoding="utf-8")
+    assert load_real(tmp_path, known={"blog-a"})[0].retold_by == ["blog-a"]
+    with pytest.raises(RealError, match=r"\['blog-a'\]"):
+        load_real(tmp_path, known=set())
