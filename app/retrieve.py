@@ -132,24 +132,24 @@ class Engine:
             pass
         return m
 
-    def _dense_units(self, vec: list[float]) -> np.ndarray:
-        """Cosine of the question against the top DENSE_K units (-inf elsewhere): exact in memory, or the Chroma server."""
-        unit_scores = np.full(len(self.unit_ids), -np.inf, dtype=np.float32)
+    def _dense_units(self, vec: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        """The top DENSE_K units for the question and their cosines: exact in memory, or the Chroma server."""
         if self.unit_vecs is not None:
             if not len(self.unit_ids):
-                return unit_scores
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             v = np.asarray(vec, dtype=np.float32)
             v = v / (float(np.linalg.norm(v)) or 1.0)
             sims = self.unit_vecs @ v
             k = min(DENSE_K, len(sims))
             top = np.argpartition(-sims, k - 1)[:k]
-            unit_scores[top] = sims[top]
-            return unit_scores
+            return top, sims[top]
+        pos, score = [], []
         for h in self.store.query(vec, DENSE_K):
             p = self.unit_pos.get(h.id)
             if p is not None:
-                unit_scores[p] = h.score
-        return unit_scores
+                pos.append(p)
+                score.append(h.score)
+        return np.asarray(pos, dtype=np.int64), np.asarray(score, dtype=np.float32)
 
     def as_case(self, item_id: str) -> str:
         """The case a ranked item stands for: a thread note that links a case stands for it; anything else for itself."""
@@ -160,9 +160,10 @@ class Engine:
         c = self.cases.get(item_id)
         return c.applies_to.versions if c is not None else self.notes[item_id].versions
 
-    def _pool(self, unit_scores: np.ndarray) -> np.ndarray:
+    def _pool(self, unit_scores: np.ndarray, units: np.ndarray | None = None) -> np.ndarray:
+        """Each document's best unit score; `units` names the positions `unit_scores` belong to (all units when None)."""
         out = np.full(len(self.doc_ids), -np.inf, dtype=np.float32)
-        np.maximum.at(out, self.unit_case, unit_scores)
+        np.maximum.at(out, self.unit_case if units is None else self.unit_case[units], unit_scores)
         return out
 
     def candidates(self, text: str, mode: str = "full") -> Candidates:
@@ -176,9 +177,9 @@ class Engine:
             vec = self.embedder.embed_query(text)
             t["embed"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            unit_scores = self._dense_units(vec)
+            units, sims = self._dense_units(vec)
+            dense = self._pool(sims, units)  # pooled over the top units only: the rest are -inf
             t["dense"] = time.perf_counter() - t0
-            dense = self._pool(unit_scores)
         if mode in ("full", "hybrid", "bm25") and text.strip():
             t0 = time.perf_counter()
             lex = self._pool(self.bm25.scores(text))
