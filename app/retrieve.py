@@ -85,7 +85,7 @@ class Engine:
         self.case_index = {cid: i for i, cid in enumerate(self.case_ids)}
         self.articles: dict[str, dict] = {a["id"]: a for a in self.store.read_articles()}
         self.doc_ids = self.item_ids + sorted(self.articles)
-        ix = {cid: i for i, cid in enumerate(self.doc_ids)}
+        self.doc_index = ix = {cid: i for i, cid in enumerate(self.doc_ids)}  # an item's position is the same in item_ids
         ids, docs, metas = self.store.all_units()
         from ingest.chunk import unit_texts
 

@@ -132,14 +132,13 @@ def own_thread_items(engine, q: RealQuestion) -> list[int]:
     """Item positions of thread notes written on the question's own thread (calibration threads may be cited; frozen
     ones never are). The eval leaves them out, as if the KB did not hold that thread: finding the thread itself says
     nothing about answering a new one. Cases that cite the thread among their sources stay (see eval/README.md)."""
+    pos = engine.doc_index
     by_url = getattr(engine, "_note_pos_by_url", None)
     if by_url is None:
-        engine._item_pos = {iid: i for i, iid in enumerate(engine.item_ids)}
         by_url = {}
         for nid, n in engine.notes.items():
-            by_url.setdefault(canonical_url(n.url), []).append(engine._item_pos[nid])
+            by_url.setdefault(canonical_url(n.url), []).append(pos[nid])
         engine._note_pos_by_url = by_url
-    pos = engine._item_pos
     return by_url.get(canonical_url(q.source), []) + [pos[n] for n in q.retold_by if n in pos]
 
 

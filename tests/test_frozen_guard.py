@@ -47,7 +47,8 @@ def test_eval_leaves_out_notes_that_retell_the_question_thread(real_dir):
     qs = {q.id: q for q in load_real(real_dir)}
     notes = {n.id: n for n in [_note("blog-other", "https://blog.example.com/b"), _note("cites-open", OPEN_URL),
                                 _note("unrelated", "https://github.com/example/trainer/issues/9")]}
-    engine = SimpleNamespace(item_ids=["case-a", "blog-other", "cites-open", "unrelated"], notes=notes)
+    item_ids = ["case-a", "blog-other", "cites-open", "unrelated"]
+    engine = SimpleNamespace(item_ids=item_ids, doc_index={iid: i for i, iid in enumerate(item_ids)}, notes=notes)
     assert sorted(own_thread_items(engine, qs["q-open"])) == [1, 2]
     assert own_thread_items(engine, qs["q-frozen"]) == []  # its retelling is not in this KB
 
