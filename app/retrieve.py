@@ -7,6 +7,7 @@ supporting articles ride along as extra documents.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,21 @@ from app.store import Store, StoreError
 
 MODES = ("full", "hybrid", "dense", "bm25")
 DENSE_K = 80  # units fetched from Chroma per question (a retrieval budget, not a weight)
+
+
+@dataclass
+class Source:
+    """What an engine is made of: read from the store on a normal start, or straight from the KB folder and the
+    shipped vectors on a first start, so answers need not wait for Chroma to be written (`app.runtime`)."""
+
+    cases: list[Case]
+    notes: list[Note]
+    articles: list[dict]
+    ids: list[str]  # unit ids, texts and metadata, in any order
+    docs: list[str]
+    metas: list[dict]
+    vectors: np.ndarray | None  # one row per unit id; None: read from the store
+    version: float | None
 
 
 @dataclass
@@ -67,46 +83,61 @@ def _evidence_keys(case: Case) -> frozenset[str] | None:
 class Engine:
     """Everything a question needs, loaded once per process: the store, the BM25 index, the cases and notes."""
 
-    def __init__(self, settings: Settings | None = None, embedder: CountingEmbeddings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, embedder: CountingEmbeddings | None = None,
+                 source: Source | None = None) -> None:
         self.settings = settings or Settings()
         self.embedder = embedder or make_embedder(self.settings.embedder, self.settings.threads)
         self.store = Store(self.settings, self.embedder, VectorCache(self.settings.vector_cache))
-        self.reload()
+        if source is None:
+            self.reload()
+        else:
+            self._load(source)
 
     def reload(self) -> None:
+        """Read everything from the store (the normal start, and after an ingest)."""
         self.store.check_embedder()
         if self.store.count() == 0:
             raise StoreError(f"the index in {self.settings.chroma_url or self.settings.index_dir} is empty. Run `trainfix ingest` first.")
-        self.cases: dict[str, Case] = {c.id: c for c in self.store.read_cards()}
-        self.notes: dict[str, Note] = {n.id: n for n in self.store.read_notes()}
+        cases, notes = self.store.read_cards(), self.store.read_notes()
+        ids, docs, metas = self.store.all_units()
+        from ingest.chunk import unit_texts
+
+        docs = unit_texts(ids, docs, cases, notes)
+        self._load(Source(cases, notes, self.store.read_articles(), ids, docs, metas, None, self.store.manifest().get("updated")))
+
+    def _load(self, src: Source) -> None:
+        self.cases: dict[str, Case] = {c.id: c for c in src.cases}
+        self.notes: dict[str, Note] = {n.id: n for n in src.notes}
         self.case_ids = sorted(self.cases)
         self.note_ids = sorted(self.notes)
         self.item_ids = self.case_ids + self.note_ids  # what an answer can rank
         self.case_index = {cid: i for i, cid in enumerate(self.case_ids)}
-        self.articles: dict[str, dict] = {a["id"]: a for a in self.store.read_articles()}
+        self.articles: dict[str, dict] = {a["id"]: a for a in src.articles}
         self.doc_ids = self.item_ids + sorted(self.articles)
         self.doc_index = ix = {cid: i for i, cid in enumerate(self.doc_ids)}  # an item's position is the same in item_ids
-        ids, docs, metas = self.store.all_units()
-        from ingest.chunk import unit_texts
-
-        docs = unit_texts(ids, docs, self.cases.values(), self.notes.values())
-        keep = [i for i, m in enumerate(metas) if m.get("case_id") in ix]
+        ids, metas = src.ids, src.metas
+        # units in id order whatever their source, so the saved BM25 index and dense matrix serve both
+        keep = sorted((i for i, m in enumerate(metas) if m.get("case_id") in ix), key=ids.__getitem__)
         self.unit_ids = [ids[i] for i in keep]
         self.unit_case = np.array([ix[metas[i]["case_id"]] for i in keep], dtype=np.int64)
         self.unit_pos = {u: i for i, u in enumerate(self.unit_ids)}
-        self.bm25 = BM25Index([docs[i] for i in keep], cache=self.settings.home / "cache")
-        self.unit_vecs = None if self.settings.chroma_url else self._unit_vectors()
+        self.bm25 = BM25Index([src.docs[i] for i in keep], cache=self.settings.home / "cache")
+        if self.settings.chroma_url:
+            self.unit_vecs = None
+        else:
+            vecs = src.vectors
+            self.unit_vecs = self._unit_vectors(None if vecs is None else lambda: vecs[keep])
         self.trigger_keys = [_trigger_keys(self.cases[cid]) for cid in self.case_ids]
         self.evidence_keys = [_evidence_keys(self.cases[cid]) for cid in self.case_ids]
         self.ranges = {i: r for i, cid in enumerate(self.item_ids) if (r := versions.parse(self.item_versions(cid)))}
-        self.version = self.store.manifest().get("updated")
+        self.version = src.version
 
-    def _unit_vectors(self) -> np.ndarray:
+    def _unit_vectors(self, given: Callable[[], np.ndarray] | None = None) -> np.ndarray:
         """Every unit's vector in one matrix, for an exact dense search: on an embedded index this process owns, a
         product over 9,000 x 384 takes ~1 ms where Chroma's HNSW query took ~4.3 ms and found 97 % of the exact top 80
-        (measured on the real set's questions). Read from Chroma once per index version and kept in the cache folder
-        (0.5 s to read, ~20 ms to load). A shared Chroma server is asked on every question instead: other processes
-        may rewrite it, and a server that is down must show as such."""
+        (measured on the real set's questions). Read from Chroma (or `given`, on a first start) once per index version
+        and kept in the cache folder (0.5 s to read, ~20 ms to load). A shared Chroma server is asked on every question
+        instead: other processes may rewrite it, and a server that is down must show as such."""
         import hashlib
 
         h = hashlib.sha256("\n".join([self.embedder.id, *self.unit_ids]).encode("utf-8")).hexdigest()[:24]
@@ -117,7 +148,7 @@ class Engine:
                 return m
         except (OSError, ValueError):
             pass
-        m = self.store.vectors(self.unit_ids)
+        m = given() if given is not None else self.store.vectors(self.unit_ids)
         norms = np.linalg.norm(m, axis=1, keepdims=True) if m.size else np.ones((0, 1), dtype=np.float32)
         m = (m / np.where(norms > 0, norms, 1.0)).astype(np.float32)
         try:

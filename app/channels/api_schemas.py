@@ -156,6 +156,8 @@ class Ready(BaseModel):
     units: int
     store: str
     embedder: str
+    index: str = Field(default="written", description="`written`, or `writing` on a first start: answers come from the "
+                       "knowledge base read into memory while the index is written behind them")
 
 
 ERRS: dict[int, dict[str, Any]] = {
