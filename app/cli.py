@@ -55,7 +55,26 @@ def _engine(settings, auto_ingest: bool = True):
         rep, _ = _ingest(settings, None, rebuild=False, embedder=emb)
         typer.secho(rep.summary(), err=True)
 
-    return open_engine(settings, auto_ingest, build)
+    def answer_first(settings, emb):
+        """Answer from the KB folder at once; the index is written by a thread the process waits for before it exits."""
+        import threading
+
+        from app.runtime import kb_engine
+
+        eng = kb_engine(settings, emb)
+        if eng is None:
+            return None
+        typer.secho("No index yet: answering from the knowledge base; the index is written before this command exits "
+                    "(first run only)...", err=True, fg=typer.colors.YELLOW)
+
+        def write() -> None:
+            rep, _ = _ingest(settings, None, rebuild=False, embedder=emb, quiet=True)
+            typer.secho(f"index written: {rep.summary()}", err=True)
+
+        threading.Thread(target=write, name="trainfix-index-writer", daemon=False).start()
+        return eng
+
+    return open_engine(settings, auto_ingest, build, answer_first)
 
 
 @app.command()
@@ -95,11 +114,11 @@ def ask(
         _err(str(e), 3)
     if plot is not None:
         _plot(atts, d.language, plot)
+    import sys
+
     if as_json:
         typer.echo(json.dumps(to_json(d), ensure_ascii=False, indent=2))
     else:
-        import sys
-
         if sys.stdout.isatty():  # a terminal: rich Markdown, links as hyperlinks, and the full list at the end
             from rich.console import Console
             from rich.markdown import Markdown
@@ -107,6 +126,7 @@ def ask(
             Console().print(Markdown(to_markdown(d, sources=True)))
         else:  # a pipe or a file: plain Markdown, every URL written out
             typer.echo(to_markdown(d, sources=True))
+    sys.stdout.flush()  # on a first run the answer is out while the index is still being written
     if not d.causes and not d.related:
         raise typer.Exit(1)
 

@@ -69,3 +69,25 @@ def test_a_chroma_server_gets_no_kb_engine(tmp_path: Path, vector_cache: Path) -
 
     settings = make_settings(tmp_path / "home", vector_cache, chroma_url="http://127.0.0.1:9")
     assert kb_engine(settings, NamedOnly(embedder_id(settings.embedder))) is None
+
+
+def test_cli_first_run_answers_then_writes_the_index(tmp_path: Path, vector_cache: Path) -> None:
+    """`trainfix ask` on a fresh data directory answers from the KB, finishes writing the index before it exits, and
+    the next run reads that index and answers the same."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINFIX_")}
+    env.update(TRAINFIX_HOME=str(tmp_path / "home"), TRAINFIX_VECTOR_CACHE_PATH=str(vector_cache), HF_HUB_OFFLINE="1")
+    args = [sys.executable, "-m", "app.cli", "ask", "KTO 训练 loss 变成 NaN", "--attach", "examples/run_kto.sh", "--json"]
+    runs = [subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert "answering from the knowledge base" in runs[0].stderr and "index written: " in runs[0].stderr
+    assert "No index yet" not in runs[1].stderr and "index written" not in runs[1].stderr
+    tops = [[c["case_id"] for c in json.loads(r.stdout)["causes"]] for r in runs]
+    assert tops[0] and tops[0] == tops[1]
