@@ -59,7 +59,7 @@ class TrainfixServer(LanguageServer):
         self.docs: dict[str, DocState] = {}
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="trainfix-lint")
         self._cases: Future[list[Case]] | None = None
-        self._engine: Any = None
+        self._state: Any = None  # app.runtime.State, made on first use
         self._engine_lock = threading.Lock()
 
     # ------------------------------------------------------------ the cases, loaded once off the event loop
@@ -218,21 +218,14 @@ class TrainfixServer(LanguageServer):
         return out
 
     def engine(self) -> Any:
-        """The index, opened on first use (the embedder loads only here), built from the shipped vectors if missing."""
+        """The index, opened on first use (the embedder loads only here). On a first start it answers from the KB read
+        into memory while the index is written (the server's rules: app.runtime.State)."""
         with self._engine_lock:
-            if self._engine is None:
-                from app.runtime import open_engine
-                from app.settings import Settings
+            if self._state is None:
+                from app.runtime import State
 
-                def build(settings: Any, emb: Any) -> None:
-                    from app.embeddings import VectorCache
-                    from app.store import Store
-                    from ingest.pipeline import ingest
-
-                    ingest(Store(settings, emb, VectorCache(settings.vector_cache)), None)
-
-                self._engine = open_engine(Settings(), True, build)
-            return self._engine
+                self._state = State()
+            return self._state.engine()
 
     def diagnose_markdown(self, uri: str, question: str) -> str:
         from app.diagnose import InputError, diagnose
