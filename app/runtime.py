@@ -123,6 +123,7 @@ class State:
         self._lock = threading.Lock()
         self.status = "starting"
         self.writer: threading.Thread | None = None  # writes the index behind a first start's KB engine
+        self.write_error: BaseException | None = None
         self.progress = Progress()
         self.feedback = FeedbackStore(self.settings.feedback_db)
 
@@ -167,6 +168,12 @@ class State:
         self.status = "ready" if self.writer is None or not self.writer.is_alive() else self.status
         return eng
 
+    def index_state(self) -> str:
+        """`writing` while a first start's index is written behind the KB engine, `not written` if that failed."""
+        if self.writer is not None and self.writer.is_alive():
+            return "writing"
+        return "not written" if self.write_error is not None else "written"
+
     def _write_behind(self, settings: Settings, emb) -> None:
         """Write the index while the engine read from the KB answers; then swap in the engine read from the index
         (the same items, plus any team notes the data directory held). A failure leaves the KB engine answering and
@@ -177,6 +184,7 @@ class State:
         except Exception as e:  # noqa: BLE001 - logged; answers go on from the KB engine
             log.warning("writing the index failed (%s): answering from the knowledge base; the next start retries", e)
             self.status = "ready (index not written)"
+            self.write_error = e
             return
         self._engine = eng
         self.status = "ready"

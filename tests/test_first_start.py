@@ -91,3 +91,18 @@ def test_cli_first_run_answers_then_writes_the_index(tmp_path: Path, vector_cach
     assert "No index yet" not in runs[1].stderr and "index written" not in runs[1].stderr
     tops = [[c["case_id"] for c in json.loads(r.stdout)["causes"]] for r in runs]
     assert tops[0] and tops[0] == tops[1]
+
+
+
+def test_a_failed_index_write_keeps_answering_and_says_so(tmp_path: Path, vector_cache: Path) -> None:
+    """A writer that fails (here: it is pointed at a Chroma server that is not running) leaves the KB engine answering,
+    and readiness says `not written` instead of claiming an index."""
+    from app.embeddings import NamedOnly, embedder_id
+    from app.runtime import State
+
+    state = State(make_settings(tmp_path / "home", vector_cache))
+    assert state.index_state() == "written" and state.write_error is None
+    dead = make_settings(tmp_path / "home2", vector_cache, chroma_url="http://127.0.0.1:9")
+    state._write_behind(dead, NamedOnly(embedder_id(dead.embedder)))
+    assert state.write_error is not None
+    assert state.index_state() == "not written" and state.status == "ready (index not written)"

@@ -300,5 +300,5 @@ def install(app: FastAPI, state: State, warm: Warmup) -> None:
         return Ready(
             status="ready", cases=len(eng.cases), units=len(eng.unit_ids),
             store=f"chroma server {s.chroma_url}" if s.chroma_url else "embedded", embedder=eng.embedder.id,
-            index="writing" if state.writer is not None and state.writer.is_alive() else "written",
+            index=state.index_state(),
         )

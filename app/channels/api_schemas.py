@@ -156,8 +156,9 @@ class Ready(BaseModel):
     units: int
     store: str
     embedder: str
-    index: str = Field(default="written", description="`written`, or `writing` on a first start: answers come from the "
-                       "knowledge base read into memory while the index is written behind them")
+    index: str = Field(default="written", description="`written`; `writing` on a first start (answers come from the "
+                       "knowledge base read into memory while the index is written behind them); `not written` if that "
+                       "failed (answers go on; the next start writes it)")
 
 
 ERRS: dict[int, dict[str, Any]] = {
