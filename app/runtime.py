@@ -101,15 +101,16 @@ def kb_engine(settings: Settings, emb) -> Engine | None:
         return None
     # jieba over the KB (~6 s) runs in another process: in this one it would hold the GIL against the server's own
     # start (importing gradio), and the engine waits for both anyway
-    warm = warm_cache([u.text for u in units], settings.home / "cache")
+    texts = [u.text for u in units]
+    warm = warm_cache(texts, settings.home / "cache")
     cache = VectorCache(settings.vector_cache)
     try:
-        vecs = np.asarray(cache.embed_documents(emb, [u.text for u in units]), dtype=np.float32)
+        vecs = np.asarray(cache.embed_documents(emb, texts), dtype=np.float32)
     finally:
         cache.close()
     wait_warm(warm)
     src = Source(cases, notes, [json.loads(json.dumps(a.card(), ensure_ascii=False)) for a in arts],
-                 [u.id for u in units], [u.text for u in units], [u.meta for u in units], vecs, time.time())
+                 [u.id for u in units], texts, [u.meta for u in units], vecs, time.time())
     return Engine(settings, emb, source=src)
 
 
@@ -157,6 +158,7 @@ class State:
             log.warning("no index yet: answering from the knowledge base while the index is written")
             eng = kb_engine(settings, emb)
             if eng is not None:
+                self.status = "ready; writing the index"  # the writer owns the status from here on
                 self.writer = threading.Thread(target=self._write_behind, args=(settings, emb), name="trainfix-index-writer", daemon=True)
                 self.writer.start()
             return eng
@@ -165,7 +167,8 @@ class State:
         from app.lexical import tokenize
 
         tokenize("预热 warm-up")  # load jieba's dictionary now, not on the first Chinese question
-        self.status = "ready" if self.writer is None or not self.writer.is_alive() else self.status
+        if self.writer is None:  # else the writer says when it is done (or that it failed)
+            self.status = "ready"
         return eng
 
     def index_state(self) -> str:
