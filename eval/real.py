@@ -6,6 +6,7 @@ abstention, against BM25-only, dense-only and hybrid in the same run. See eval/R
 from __future__ import annotations
 
 import hashlib
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class RealQuestion:
     extra: dict = field(default_factory=dict)
     retold_by: list[str] = field(default_factory=list)  # notes on another page that retell this very thread (a blog
     # write-up of the issue): left out like the thread's own notes, since finding them is finding the thread
+    sample: str = "s1"  # the draw it came from (the file name's `sN-` prefix; the first files are s1)
 
     @property
     def none(self) -> bool:
@@ -48,6 +50,12 @@ def is_frozen_url(url: str) -> bool:
     """The seeded split: a question is frozen when the hash of its canonical URL falls in the first 55 of 100."""
     h = int(hashlib.sha256(("frozen|" + canonical_url(url)).encode()).hexdigest(), 16)
     return h % 100 < FROZEN_SHARE
+
+
+def sample_of(stem: str) -> str:
+    """The draw a question file belongs to: `s5-en-a` -> `s5`; before the prefix, `en` / `zh` were s1 and `en2` s2."""
+    m = re.match(r"s(\d+)-", stem) or re.fullmatch(r"[a-z]+(\d)", stem)
+    return f"s{m.group(1)}" if m else "s1"
 
 
 def load_real(folder: Path = REAL_DIR, known: set[str] | None = None) -> list[RealQuestion]:
@@ -83,7 +91,7 @@ def load_real(folder: Path = REAL_DIR, known: set[str] | None = None) -> list[Re
                 RealQuestion(
                     id=item["id"], lang=item["lang"], q=str(item["q"]), expected=expected, source=item["source"],
                     frozen=bool(item.get("frozen", is_frozen_url(item["source"]))), category=item.get("category", ""),
-                    cause=item.get("cause", ""), where=where, retold_by=retold_by,
+                    cause=item.get("cause", ""), where=where, retold_by=retold_by, sample=sample_of(f.stem),
                 )
             )
     return out
@@ -224,7 +232,11 @@ def report_lines(rows_by_mode: dict[str, list[dict]], title: str = "Real threads
         f"{sum(not q.expected for q in qs)} `none`."
     )
     lines += ["", "hit@k counts every question (a `none` question cannot be hit); *covered* columns only those with a label.", ""]
-    for part, pick in (("all", lambda q: True), ("frozen", lambda q: q.frozen), ("calibration", lambda q: not q.frozen)):
+    parts = [("all", lambda q: True), ("frozen", lambda q: q.frozen), ("calibration", lambda q: not q.frozen)]
+    newest = max((q.sample for q in qs), key=lambda s: int(s[1:]))
+    if newest != "s1":  # the latest draw apart: taken after the KB grew, it shows how the KB meets threads nobody tuned on
+        parts.append((f"newest draw ({newest}) alone", lambda q, s=newest: q.sample == s))
+    for part, pick in parts:
         lines.append(f"### {part}")
         lines.append("")
         lines.append("| mode | lang | n | hit@1 | hit@3 | hit@1 covered | hit@3 covered | coverage | confident-but-wrong | abstention on none | p50 ms |")
