@@ -23,6 +23,11 @@ def test_warm_cache_in_another_process_then_one_edit_changes_one_entry(tmp_path)
     assert tokenize_corpus(edited, tmp_path)[-1] == tokenize(edited[-1])
     after = set(json.loads((tmp_path / CACHE_NAME).read_text(encoding="utf-8")))
     assert len(before - after) == 1 and len(after - before) == 1  # one entry replaced, the rest reused
+    # every text cached (a first start's index write after the KB engine): no second process is started
+    assert warm_cache(edited, tmp_path) is None
+    proc = warm_cache(edited + ["a new unit: loss spikes after warmup"], tmp_path)
+    assert proc is not None  # one text missing: the worker runs
+    wait_warm(proc)
 
 
 def test_small_corpus_is_not_worth_a_process_and_a_broken_cache_is_rebuilt(tmp_path):
