@@ -79,18 +79,23 @@ def _key(text: str) -> str:
     return hashlib.blake2b((_salt() + text).encode("utf-8"), digest_size=8).hexdigest()
 
 
+def _read_cache(cache: Path) -> dict[str, list[str]]:
+    """The cached tokens by text key; empty when the file is missing or unreadable (it is then rebuilt)."""
+    import json
+
+    try:
+        return json.loads((cache / CACHE_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
 def tokenize_corpus(texts: list[str], cache: Path | None = None) -> list[list[str]]:
     """Tokens of every unit, cached on disk per unit text: a new process, or a KB with one edited case, tokenizes only
     what is new (jieba on the whole KB costs ~6 s here)."""
     import json
 
     path = cache / CACHE_NAME if cache else None
-    known: dict[str, list[str]] = {}
-    if path is not None and path.exists():
-        try:
-            known = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            known = {}
+    known = _read_cache(cache) if cache else {}
     keys = [_key(t) for t in texts]
     out: list[list[str]] = []
     missing = 0
@@ -115,12 +120,7 @@ def tokenize_corpus(texts: list[str], cache: Path | None = None) -> list[list[st
 def _all_cached(texts: list[str], cache: Path) -> bool:
     """Every text's tokens are in the cache already (a first start's index write after the KB engine made them):
     reading the cache takes ~0.2 s where a worker process took ~1 s of the second core."""
-    import json
-
-    try:
-        known = json.loads((cache / CACHE_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+    known = _read_cache(cache)
     return all(_key(t) in known for t in texts)
 
 
