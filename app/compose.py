@@ -77,6 +77,8 @@ def _said(r: Reason, item_id: str) -> Said | None:
         return Said(key="reason.signal", params={"signal": f.key, "where": f.where()})
     if r.key == "threads":
         return Said(key="reason.threads", params={"n": r.params["n"], "ids": list(r.params["ids"])})
+    if r.key == "prior":
+        return Said(key="reason.prior", params={"n": r.params["n"]})
     if r.key in ("version_in", "version_out") and r.facts:
         p = r.params
         return Said(key=f"reason.{r.key}", params={"pkg": p["pkg"], "have": p["have"], "rng": p["range"], "where": r.facts[0].where()})

@@ -19,6 +19,7 @@ CATALOG: dict[str, tuple[str, str]] = {
     "reason.signal": ("Seen in your log: {signal} (`{where}`)", "日志中发现：{signal}（`{where}`）"),
     "reason.tried": ("Demoted: you said you already tried: “{statement}”", "已降低排名：你说已经尝试过：“{statement}”"),
     "reason.threads": ("{n} similar resolved thread(s) were traced to this cause: {ids}", "{n} 个相似的已解决讨论被归结为这个原因：{ids}"),
+    "reason.prior": ("A common cause: {n} resolved thread(s) in the knowledge base were traced to it", "常见原因：知识库中有 {n} 个已解决讨论归结于此"),
     "reason.against": ("Against this cause: {text}", "与此原因矛盾：{text}"),
     "reason.version_in": ("Your {pkg} {have} (`{where}`) is in the affected range {rng}", "你的 {pkg} 版本 {have}（`{where}`）在受影响范围 {rng} 内"),
     "reason.version_out": ("Unlikely: your {pkg} {have} (`{where}`) is outside the affected range {rng}",

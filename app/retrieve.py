@@ -45,6 +45,7 @@ class Candidates:
     dense: np.ndarray  # pooled cosine, -inf where the unit was not in the dense top-K
     lex: np.ndarray  # pooled BM25, 0 where nothing matched
     timings: dict[str, float] = field(default_factory=dict)
+    left_out: tuple[int, ...] = ()  # item positions the question may not draw on (the eval's own-thread notes)
 
 
 def _required(node) -> frozenset[str] | None:
@@ -129,6 +130,11 @@ class Engine:
             self.unit_vecs = self._unit_vectors(None if vecs is None else lambda: vecs[keep])
         self.trigger_keys = [_trigger_keys(self.cases[cid]) for cid in self.case_ids]
         self.evidence_keys = [_evidence_keys(self.cases[cid]) for cid in self.case_ids]
+        # thread notes traced to each case (by case position): how often the trackers' resolved threads had this cause
+        self.case_threads = np.zeros(len(self.case_ids), dtype=np.int64)
+        for n in src.notes:
+            if n.case in self.case_index:
+                self.case_threads[self.case_index[n.case]] += 1
         self.ranges = {i: r for i, cid in enumerate(self.item_ids) if (r := versions.parse(self.item_versions(cid)))}
         self.version = src.version
 

@@ -160,6 +160,7 @@ def leave_out(question, items: list[int]):
     cand.dense, cand.lex = cand.dense.copy(), cand.lex.copy()
     cand.dense[items] = float("-inf")
     cand.lex[items] = 0.0
+    cand.left_out = tuple(items)
     q = copy.copy(question)
     q.cand = cand
     return q

@@ -220,6 +220,43 @@ def test_a_case_gains_from_its_matching_threads_and_folds_them(engine, lang, que
     assert d.language == lang
 
 
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("DDP freezes at the first collective on several RTX 4090 cards; one GPU works", "A common cause: 1 resolved thread"),
+        ("多张 RTX 4090 上跑 DDP 在第一次集合通信卡住，单卡正常", "常见原因：知识库中有 1 个已解决讨论"),
+    ],
+)
+def test_an_unsure_answer_ranks_by_base_rate_a_confident_one_does_not(engine, question, said):
+    from app.assess import SCORING
+    from app.diagnose import assess_question, prepare
+    from eval.real import leave_out
+
+    case = "nccl-p2p-hang-consumer-gpus"
+    assert engine.case_threads[engine.case_index[case]] == 1  # the fixture's one linked note
+    q = prepare(engine, question)
+    got = assess_question(engine, q)
+    off = assess_question(engine, q, scoring=SCORING.model_copy(update={"w_prior": 0.0}))
+    assert not got.confident and not off.confident  # a vague report: the evidence does not decide
+    a = next(x for x in got.ranked if x.item_id == case)
+    b = next(x for x in off.ranked if x.item_id == case)
+    r = a.reason("prior")
+    assert r is not None and r.params["n"] == 1 and r.delta > 0
+    assert a.score == pytest.approx(b.score + r.delta) and b.reason("prior") is None
+    assert all(x.reason("prior") is None for x in got.ranked if x.item_id != case)  # no thread traced to them
+    # the eval's own-thread rule: a left-out note counts for nothing, base rate included
+    own = leave_out(q, [engine.doc_index["test-note-4090-p2p"]])
+    assert next(x for x in assess_question(engine, own).ranked if x.item_id == case).reason("prior") is None
+    # a confident answer (here: made confident by lowering the bar) keeps the order its evidence gave
+    sure = SCORING.model_copy(update={"tau_conf": 0.0, "tau_cos": 0.0})
+    conf = assess_question(engine, q, scoring=sure)
+    assert conf.confident and all(x.reason("prior") is None for x in conf.ranked)
+    # the answer says it, in the question's language
+    d = diagnose(engine, question)
+    top = next(x for x in d.causes + d.related if x.case_id == case)
+    assert any(said in e for e in top.evidence)
+
+
 def test_signal_idf_weights_rare_signals_more(engine):
     from app.assess import signal_idf
 
