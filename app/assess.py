@@ -66,8 +66,9 @@ class Scoring(BaseModel):
     # causes near-tied on text; the common one is the better bet. Calibration split, 468 cases / 2,970 notes, grid 0.1-0.5
     # x gate 0.5/0.6/0.7 (log count; linear and 0/1 counts no better): 0.3 lifts en hit@1 0.212 -> 0.242 and zh hit@3 0.301
     # -> 0.329 but costs the authored set 3.4 points at hit@1 (0.927 -> 0.893: specific questions near a popular cause);
-    # 0.2 keeps +0.015 en hit@1 / +0.014 zh hit@3 for 0.9 points. Confident answers are not reordered, so
-    # confident-but-wrong cannot change
+    # 0.2 keeps +0.015 en hit@1 / +0.014 zh hit@3 for 0.9 points (`trainfix eval` after the session's 63 links: authored
+    # 0.930 -> 0.915; frozen en 0.111/0.222 -> 0.111/0.236, zh 0.139/0.250 -> 0.181/0.278). Confident answers are not
+    # reordered, so confident-but-wrong cannot change
     prior_min: float = 0.5  # ... only for a case whose text relevance (base / best base) reaches this
     fusion: str = "linear"  # "linear": weighted min-max scores; "rrf": reciprocal rank fusion (k = rrf_k)
     rrf_k: float = 60.0
