@@ -300,10 +300,9 @@ def _base_rate(engine: Engine, w: _Work, left_out: tuple[int, ...], sc: Scoring)
         return
     counts = engine.case_threads.copy()
     for j in left_out:  # a thread the question may not draw on does not count towards its case's base rate either
-        note = engine.notes.get(engine.item_ids[j]) if j < len(engine.item_ids) else None
-        c = engine.case_index.get(note.case or "") if note is not None else None
-        if c is not None:
-            counts[c] -= 1
+        note = engine.notes.get(engine.doc_ids[j])
+        if note is not None and note.case in engine.case_index:
+            counts[engine.case_index[note.case]] -= 1
     top = math.log1p(float(engine.case_threads.max()))
     if top <= 0:
         return
@@ -394,13 +393,13 @@ def assess(
     if tried and mode == "full":
         _tried_demotion(engine, w, order, tried, earlier_files, sc)
         order = list(np.argsort(-w.score, kind="stable")[:50])
-    ranked = [_assessed(engine, int(i), w, dense_n, lex_n) for i in order]
-    confident = _confident(ranked, top_cos, top_lex, mode, sc, config_only)  # on the unfolded list: a case's own thread
+    head = [_assessed(engine, int(i), w, dense_n, lex_n) for i in order[:2]]
+    confident = _confident(head, top_cos, top_lex, mode, sc, config_only)  # on the unfolded list: a case's own thread
     # right behind it is not a lead over a rival cause
     if mode == "full" and not confident and sc.w_prior > 0:  # evidence did not decide: the common cause is the better bet
         _base_rate(engine, w, cand.left_out, sc)
         order = list(np.argsort(-w.score, kind="stable")[:50])
-        ranked = [_assessed(engine, int(i), w, dense_n, lex_n) for i in order]
+    ranked = [_assessed(engine, int(i), w, dense_n, lex_n) for i in order]
     if sc.fold_notes:
         ranked = _fold(engine, ranked)
     for k, a in enumerate(ranked):

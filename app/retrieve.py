@@ -130,11 +130,13 @@ class Engine:
             self.unit_vecs = self._unit_vectors(None if vecs is None else lambda: vecs[keep])
         self.trigger_keys = [_trigger_keys(self.cases[cid]) for cid in self.case_ids]
         self.evidence_keys = [_evidence_keys(self.cases[cid]) for cid in self.case_ids]
-        # thread notes traced to each case (by case position): how often the trackers' resolved threads had this cause
-        self.case_threads = np.zeros(len(self.case_ids), dtype=np.int64)
+        # thread notes traced to each case: cited as its similar threads, and their count (by case position) is how often
+        # the trackers' resolved threads had this cause
+        self.linked_notes: dict[str, set[str]] = {}
         for n in src.notes:
             if n.case in self.case_index:
-                self.case_threads[self.case_index[n.case]] += 1
+                self.linked_notes.setdefault(n.case, set()).add(n.id)
+        self.case_threads = np.array([len(self.linked_notes.get(cid, ())) for cid in self.case_ids], dtype=np.int64)
         self.ranges = {i: r for i, cid in enumerate(self.item_ids) if (r := versions.parse(self.item_versions(cid)))}
         self.version = src.version
 

@@ -120,15 +120,8 @@ def item_labels(engine, item_id: str, left_out: frozenset[str] = frozenset()) ->
     """What a ranked item counts as against a label: itself, the case it stands for, and the thread notes linked to
     that case (a note is linked only when the case explains its cause, so a label naming the note names the case's
     cause; the answer folds such a note into its case). Notes `left_out` (the question's own thread) lend nothing."""
-    linked = getattr(engine, "_linked_notes", None)
-    if linked is None:
-        linked = {}
-        for nid, n in engine.notes.items():
-            if n.case:
-                linked.setdefault(n.case, set()).add(nid)
-        engine._linked_notes = linked
     case = as_case(engine, item_id)
-    return {item_id, case} | (linked.get(case, set()) - left_out)
+    return {item_id, case} | (engine.linked_notes.get(case, set()) - left_out)
 
 
 def own_thread_ids(engine, items: list[int]) -> frozenset[str]:
