@@ -280,11 +280,9 @@ def _thread_support(engine: Engine, w: _Work, sc: Scoring) -> None:
         return
     n_cases = len(engine.case_ids)
     by_case: dict[int, list[tuple[float, str]]] = {}
-    for j in np.nonzero(w.rel[n_cases:] >= sc.threads_min)[0]:
+    for j in np.nonzero((w.rel[n_cases:] >= sc.threads_min) & (engine.note_case[n_cases:] >= 0))[0]:
         i = n_cases + int(j)
-        c = engine.case_index.get(engine.notes[engine.item_ids[i]].case or "")
-        if c is not None:
-            by_case.setdefault(c, []).append((float(w.base[i]), engine.item_ids[i]))
+        by_case.setdefault(int(engine.note_case[i]), []).append((float(w.base[i]), engine.item_ids[i]))
     for c, found in by_case.items():
         found.sort(reverse=True)
         delta = sc.w_threads * sum(b for b, _ in found[: sc.threads_top])
@@ -300,9 +298,8 @@ def _base_rate(engine: Engine, w: _Work, left_out: tuple[int, ...], sc: Scoring)
         return
     counts = engine.case_threads.copy()
     for j in left_out:  # a thread the question may not draw on does not count towards its case's base rate either
-        note = engine.notes.get(engine.doc_ids[j])
-        if note is not None and note.case in engine.case_index:
-            counts[engine.case_index[note.case]] -= 1
+        if j < len(engine.note_case) and engine.note_case[j] >= 0:
+            counts[engine.note_case[j]] -= 1
     top = math.log1p(float(engine.case_threads.max()))
     if top <= 0:
         return
