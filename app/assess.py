@@ -68,7 +68,9 @@ class Scoring(BaseModel):
     # -> 0.329 but costs the authored set 3.4 points at hit@1 (0.927 -> 0.893: specific questions near a popular cause);
     # 0.2 keeps +0.015 en hit@1 / +0.014 zh hit@3 for 0.9 points (`trainfix eval` after the session's 63 links: authored
     # 0.930 -> 0.915; frozen en 0.111/0.222 -> 0.111/0.236, zh 0.139/0.250 -> 0.181/0.278). Confident answers are not
-    # reordered, so confident-but-wrong cannot change
+    # reordered, so confident-but-wrong cannot change. Nor is an answer whose triggers fired on the user's files (session
+    # M: with 493 cases the base rate lifted a popular, vaguely matching cause over a packing case its trigger pointed at;
+    # calibration zh hit@1 0.260 -> 0.274, frozen unchanged, authored 0.910 -> 0.913)
     prior_min: float = 0.5  # ... only for a case whose text relevance (base / best base) reaches this
     fusion: str = "linear"  # "linear": weighted min-max scores; "rrf": reciprocal rank fusion (k = rrf_k)
     rrf_k: float = 60.0
@@ -296,6 +298,8 @@ def _base_rate(engine: Engine, w: _Work, left_out: tuple[int, ...], sc: Scoring)
     n_cases = len(engine.case_ids)
     if sc.w_prior <= 0 or not n_cases:
         return
+    if any(r.key == "trigger" for rs in w.reasons.values() for r in rs):
+        return  # the user's own files point at a cause: commonness does not outrank that evidence
     counts = engine.case_threads.copy()
     for j in left_out:  # a thread the question may not draw on does not count towards its case's base rate either
         if j < len(engine.note_case) and engine.note_case[j] >= 0:

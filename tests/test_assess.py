@@ -257,6 +257,23 @@ def test_an_unsure_answer_ranks_by_base_rate_a_confident_one_does_not(engine, qu
     assert any(said in e for e in top.evidence)
 
 
+def test_the_base_rate_does_not_outrank_a_trigger_on_the_users_files(engine):
+    """Commonness orders causes the evidence left near-tied; a trigger that fired on the user's files is evidence."""
+    import numpy as np
+
+    from app.assess import SCORING, Reason, _base_rate, _Work
+
+    base = np.ones(len(engine.item_ids))
+    case = engine.case_index["nccl-p2p-hang-consumer-gpus"]
+    w = _Work(score=base.copy(), base=base, rel=base.copy())
+    _base_rate(engine, w, (), SCORING)
+    assert w.score[case] > 1.0 and w.reasons[case][0].key == "prior"  # no file evidence: its linked thread counts
+    other = next(i for i in range(len(engine.case_ids)) if i != case)
+    w = _Work(score=base.copy(), base=base, rel=base.copy(), reasons={other: [Reason("trigger", 0.5)]})
+    _base_rate(engine, w, (), SCORING)
+    assert (w.score == base).all() and all(r.key != "prior" for rs in w.reasons.values() for r in rs)
+
+
 def test_signal_idf_weights_rare_signals_more(engine):
     from app.assess import signal_idf
 
