@@ -136,11 +136,11 @@ class Engine:
         for n in src.notes:
             if n.case in self.case_index:
                 self.linked_notes.setdefault(n.case, set()).add(n.id)
-        self.case_threads = np.array([len(self.linked_notes.get(cid, ())) for cid in self.case_ids], dtype=np.int64)
         # by item position: the position of the case a thread note is traced to (-1 for cases and unlinked notes)
         self.note_case = np.array(
             [self.case_index.get(n.case or "", -1) if (n := self.notes.get(i)) else -1 for i in self.item_ids], dtype=np.int64
         )
+        self.case_threads = np.bincount(self.note_case[self.note_case >= 0], minlength=len(self.case_ids)).astype(np.int64)
         self.ranges = {i: r for i, cid in enumerate(self.item_ids) if (r := versions.parse(self.item_versions(cid)))}
         self.version = src.version
 
