@@ -150,6 +150,7 @@ class Question:
     text: str
     cand: Candidates
     cut: Cut
+    text_lang: str = ""  # the language the user wrote in (`lang` is the answer's, which the user may choose)
 
 
 def prepare(
@@ -170,7 +171,8 @@ def prepare(
         raise InputError("the question is empty: describe what you see (e.g. 'loss goes to 0 after 10 steps') or attach a config or log.")
     max_bytes = max_bytes or int(engine.settings.max_upload_mb * 1024 * 1024)
     prose, earlier, fs, tried = gather(question, attachments, history, max_bytes)
-    lang = lang or detect_lang(prose or earlier or question, default="en")
+    text_lang = detect_lang(prose or earlier or question, default="en")
+    lang = lang or text_lang
     if lang not in ("en", "zh"):
         raise InputError(f"unknown language {lang!r}: use 'en' or 'zh'.")
     facts = fs.by_key()
@@ -179,13 +181,13 @@ def prepare(
         notes = [n.message for n in fs.files]
         raise InputError("nothing to go on: the question is empty and no attached file could be read. " + " ".join(notes))
     cand = engine.candidates(text[: BUDGETS.retrieval_chars], mode=mode)
-    return Question(prose, earlier, fs, facts, tried, lang, text, cand, cut)
+    return Question(prose, earlier, fs, facts, tried, lang, text, cand, cut, text_lang)
 
 
 def assess_question(engine: Engine, q: Question, mode: str = "full", scoring: Scoring = SCORING) -> Assessment:
     """The assess stage on a prepared question (the same call for an answer and for the tuner's grid)."""
     t0 = time.perf_counter()
-    a = assess(engine, q.cand, q.facts, q.prose + " " + q.earlier, q.tried, mode=mode, scoring=scoring, earlier_files=q.fs.earlier_files)
+    a = assess(engine, q.cand, q.facts, q.prose + " " + q.earlier, q.tried, mode=mode, scoring=scoring, earlier_files=q.fs.earlier_files, text_lang=q.text_lang)
     a.timings["assess"] = time.perf_counter() - t0
     return a
 

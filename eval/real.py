@@ -214,6 +214,59 @@ def summary(rows: list[dict]) -> dict[str, float]:
     }
 
 
+TARGET = {"hit@1": 0.10, "hit@3": 0.08}  # issue 10: the full pipeline must beat BM25 by this much, in each language
+BOOT = 2000  # paired bootstrap resamples for a margin's interval (seeded: the report is the same on every run)
+
+
+def _hit(r: dict, k: int) -> int:
+    return int(bool(r["q"].expected) and r["first"] is not None and r["first"] < k)
+
+
+def margin(full: list[dict], base: list[dict], k: int, seed: int = 0) -> dict[str, float]:
+    """full − base hit@k over the same questions, with a 95 % paired bootstrap interval and the discordant pairs (won:
+    only full right; lost: only base right). Resampling questions, not answers, is what a new random draw would do:
+    the interval says how far the margin could move on another sample of the same size."""
+    import numpy as np
+
+    by_id = {r["q"].id: r for r in base}
+    d = np.array([_hit(r, k) - _hit(by_id[r["q"].id], k) for r in full], dtype=np.float64)
+    if not len(d):
+        return {}
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(BOOT, len(d)))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return {"n": len(d), "margin": float(d.mean()), "lo": float(lo), "hi": float(hi),
+            "won": int((d > 0).sum()), "lost": int((d < 0).sum())}
+
+
+def margin_lines(rows_by_mode: dict[str, list[dict]], parts: list[tuple[str, object]]) -> list[str]:
+    """The issue's test, full against BM25 on the same questions, with how sure each margin is."""
+    if "full" not in rows_by_mode or "bm25" not in rows_by_mode:
+        return []
+    lines = [
+        "### margin over BM25 (full − bm25, same questions)",
+        "",
+        f"95 % interval: paired bootstrap over questions ({BOOT} resamples). won / lost: questions only full / only BM25 "
+        f"gets right. Target: hit@1 ≥ +{TARGET['hit@1']:.2f}, hit@3 ≥ +{TARGET['hit@3']:.2f} in each language.",
+        "",
+        "| part | lang | n | hit@1 margin | 95 % interval | won / lost | hit@3 margin | 95 % interval | won / lost |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for part, pick in parts:
+        for lang in ("en", "zh"):
+            sel = [r for r in rows_by_mode["full"] if pick(r["q"]) and r["q"].lang == lang]  # type: ignore[operator]
+            if not sel:
+                continue
+            cells = []
+            for k, key in ((1, "hit@1"), (3, "hit@3")):
+                m = margin(sel, rows_by_mode["bm25"], k)
+                mark = " ✓" if m["margin"] >= TARGET[key] - 1e-9 else ""
+                cells.append(f"{m['margin']:+.3f}{mark} | [{m['lo']:+.3f}, {m['hi']:+.3f}] | {m['won']} / {m['lost']}")
+            lines.append(f"| {part} | {lang} | {len(sel)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
 def report_lines(rows_by_mode: dict[str, list[dict]], title: str = "Real threads") -> list[str]:
     modes = list(rows_by_mode)
     first = rows_by_mode[modes[0]]
@@ -246,4 +299,5 @@ def report_lines(rows_by_mode: dict[str, list[dict]], title: str = "Real threads
                     f"{s['coverage']:.3f} | {s['confident-but-wrong']:.3f} | {s['abstention']:.3f} | {s['p50 ms']:.0f} |"
                 )
         lines.append("")
+    lines += margin_lines(rows_by_mode, parts[:2] + parts[3:])
     return lines

@@ -339,3 +339,19 @@ def test_fold_keeps_one_slot_per_cause_and_gives_a_notes_slot_to_its_case(engine
     assert [a.item_id for a in below] == [case, other]
     alone = _fold(engine, [item(note, 0.9), item(other, 0.8)])  # its case not ranked: the note stands for it
     assert [a.item_id for a in alone] == [note, other]
+
+
+def test_english_text_leans_on_word_matches_more_than_chinese():
+    """The dense / BM25 shares depend on the language the question is written in (`Scoring.w_dense_en`)."""
+    import numpy as np
+
+    from app.assess import SCORING, _text_base
+    from app.retrieve import Candidates
+
+    # item 0: the best meaning match, a weak word match; item 1: the reverse
+    cand = Candidates(dense=np.array([0.90, 0.86, 0.80], dtype=np.float32), lex=np.array([4.0, 8.0, 0.0], dtype=np.float32), timings={})
+    zh, _, _ = _text_base(cand, "full", SCORING, "zh")
+    en, _, _ = _text_base(cand, "full", SCORING, "en")
+    assert SCORING.w_dense_en < SCORING.w_dense
+    assert en[1] - en[0] > zh[1] - zh[0]  # the word match gains on the meaning match for English text
+    assert np.allclose(_text_base(cand, "bm25", SCORING, "en")[0], _text_base(cand, "bm25", SCORING, "zh")[0])

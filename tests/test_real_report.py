@@ -1,7 +1,7 @@
 """The real-set report keeps the newest draw apart, so a fresh sample is never averaged into the older ones."""
 from __future__ import annotations
 
-from eval.real import RealQuestion, report_lines, sample_of
+from eval.real import RealQuestion, margin, report_lines, sample_of
 
 
 def _row(qid: str, sample: str, hit: bool) -> dict:
@@ -25,3 +25,42 @@ def test_report_has_a_part_for_the_newest_draw_with_its_own_figures() -> None:
 
 def test_report_without_later_draws_has_no_newest_part() -> None:
     assert "newest draw" not in "\n".join(report_lines({"full": [_row("a", "s1", True)]}))
+
+
+def _pair(qid: str, full_first: int | None, bm25_first: int | None, lang: str = "en") -> tuple[dict, dict]:
+    q = RealQuestion(id=qid, lang=lang, q="loss nan", expected=["case-a"], source=f"https://x/{qid}", frozen=True)
+    row = {"q": q, "confident": False, "lat": 0.01}
+
+    def hits(first: int | None) -> dict:
+        return {"first": first, "hit@1": float(first == 0), "hit@3": float(first is not None and first < 3)}
+
+    return {**row, **hits(full_first)}, {**row, **hits(bm25_first)}
+
+
+def test_margin_counts_won_and_lost_questions_and_brackets_the_margin() -> None:
+    pairs = [_pair("a", 0, None), _pair("b", 0, 2), _pair("c", None, 0), _pair("d", 1, 1), _pair("e", 0, 0)]
+    full, bm25 = [p[0] for p in pairs], [p[1] for p in pairs]
+    m1 = margin(full, bm25, 1)
+    assert (m1["won"], m1["lost"], m1["n"]) == (2, 1, 5)
+    assert abs(m1["margin"] - 0.2) < 1e-9
+    assert m1["lo"] <= m1["margin"] <= m1["hi"] and m1["lo"] < 0 < m1["hi"]  # 5 questions cannot show a +0.2 margin
+    m3 = margin(full, bm25, 3)
+    assert (m3["won"], m3["lost"]) == (1, 1)  # b and d are top-3 hits for both
+
+
+def test_margin_interval_narrows_with_more_questions() -> None:
+    small = [_pair(f"s{i}", 0 if i % 3 else None, None) for i in range(12)]
+    big = [_pair(f"b{i}", 0 if i % 3 else None, None) for i in range(300)]
+    ms = margin([p[0] for p in small], [p[1] for p in small], 1)
+    mb = margin([p[0] for p in big], [p[1] for p in big], 1)
+    assert mb["hi"] - mb["lo"] < ms["hi"] - ms["lo"]
+
+
+def test_report_has_a_margin_table_marking_met_targets() -> None:
+    pairs = [_pair(f"e{i}", 0, None if i < 3 else 0) for i in range(10)] + [_pair(f"z{i}", 0, 0, "zh") for i in range(10)]
+    text = "\n".join(report_lines({"full": [p[0] for p in pairs], "bm25": [p[1] for p in pairs]}))
+    part = text.split("### margin over BM25")[1]
+    en = next(line for line in part.splitlines() if line.startswith("| all | en |"))
+    zh = next(line for line in part.splitlines() if line.startswith("| all | zh |"))
+    assert "+0.300 ✓" in en and "3 / 0" in en
+    assert "+0.000 |" in zh and "✓" not in zh
