@@ -26,7 +26,8 @@ class Scoring(BaseModel):
     """Weights and thresholds of the assess stage. Values set on the real-thread set's non-frozen part
     (`eval/questions/real`, calibration split) unless marked otherwise; see eval/report.md."""
 
-    w_dense: float = 0.3  # text base: share of the normalised dense score (real set, calibration split: 0.3 > 0.5)
+    w_dense: float = 0.3  # text base: share of the normalised dense score (real set, calibration split: 0.3 > 0.5); for a
+    # question in English, w_dense_en below
     w_lex: float = 0.7  # ... and of the normalised BM25 score (real threads carry exact error strings BM25 matches)
     w_dense_en: float = 0.2  # the dense share for a question written in English (BM25 then gets the rest): English threads
     # quote the library's own error text, which BM25 matches word for word, while Chinese ones describe it in words the
