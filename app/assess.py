@@ -409,7 +409,8 @@ def assess(
     if mode == "full" and not confident and sc.w_prior > 0:  # evidence did not decide: the common cause is the better bet
         _base_rate(engine, w, cand.left_out, sc)
         order = list(np.argsort(-w.score, kind="stable")[:50])
-    ranked = [_assessed(engine, int(i), w, dense_n, lex_n) for i in order]
+        head = []  # scores and order changed: the list is built afresh
+    ranked = head + [_assessed(engine, int(i), w, dense_n, lex_n) for i in order[len(head):]]
     if sc.fold_notes:
         ranked = _fold(engine, ranked)
     for k, a in enumerate(ranked):
