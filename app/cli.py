@@ -271,6 +271,42 @@ def kb_check(
     raise typer.Exit(1 if rep.problems or n == 0 else 0)
 
 
+@kb_app.command("adapt")
+def kb_adapt(
+    out: Path = typer.Option(None, "--out", "-o", help="Where to write it (default: kb/adapter.npz)."),
+    exclude: Path = typer.Option(Path("eval/questions/real"), "--exclude", help="Real-thread question files whose threads must not be trained on."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Fit the query adapter on the KB's linked thread notes (needs torch and a built index; about 5 minutes)."""
+    import numpy as np
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from app.query_adapter import ADAPTER
+    from eval.real import load_real
+    from ingest import adapter
+
+    engine = _engine(_settings())
+    if engine.unit_vecs is None:
+        raise typer.BadParameter("fitting reads every unit vector: run it on an embedded index, not a Chroma server")
+    real = load_real(exclude) if exclude.exists() else []
+    urls = [q.source for q in real]
+    texts, ys = adapter.training_pairs(engine, urls, {n for q in real for n in q.retold_by})
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True, disable=not sys.stderr.isatty()) as prog:
+        t1 = prog.add_task("embedding notes", total=len(texts))
+        vecs = []
+        for t in texts:
+            vecs.append(engine.embedder.embed_query(t))
+            prog.advance(t1)
+        t2 = prog.add_task("fitting", total=adapter.EPOCHS)
+        m = adapter.fit(np.asarray(vecs, dtype=np.float32), ys, engine.unit_vecs, engine.unit_case, len(engine.case_ids),
+                        progress=lambda ep: prog.advance(t2))
+    path = out or ADAPTER
+    adapter.save(m, engine.embedder.id, path)
+    res = {"path": str(path), "examples": len(texts), "excluded_threads": len(urls), "embedder": engine.embedder.id,
+           "distance_from_identity": float(np.linalg.norm(m - np.eye(m.shape[0])))}
+    typer.echo(json.dumps(res) if as_json else f"wrote {path}: {len(texts)} examples ({len(urls)} eval threads excluded), |A - I| = {res['distance_from_identity']:.2f}")
+
+
 @kb_app.command("stats")
 def kb_stats(as_json: bool = typer.Option(False, "--json")) -> None:
     """Counts by category, source language, evidence level and framework; cases without triggers or with failing examples."""

@@ -19,7 +19,7 @@ from app.lang import detect_lang
 from app.messages import has as has_msg
 from app.messages import t as msg
 from app.models import Diagnosis, Fact
-from app.retrieve import Candidates, Engine
+from app.retrieve import ADAPT, Candidates, Engine
 
 # "I already did X" statements: an explicit action, not just "still" / "还是" (which describe the symptom).
 # Sentences are split first and each is searched once, so the cost is linear in the text's length.
@@ -180,7 +180,7 @@ def prepare(
     if not text and not facts:
         notes = [n.message for n in fs.files]
         raise InputError("nothing to go on: the question is empty and no attached file could be read. " + " ".join(notes))
-    cand = engine.candidates(text[: BUDGETS.retrieval_chars], mode=mode)
+    cand = engine.candidates(text[: BUDGETS.retrieval_chars], mode=mode, adapt=ADAPT.get(text_lang, 0.0))
     return Question(prose, earlier, fs, facts, tried, lang, text, cand, cut, text_lang)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app import versions
+from app import query_adapter, versions
 from app.embeddings import CountingEmbeddings, VectorCache, make_embedder
 from app.lexical import BM25Index
 from app.models import Case, Leaf, Note
@@ -21,6 +21,10 @@ from app.store import Store, StoreError
 
 MODES = ("full", "hybrid", "dense", "bm25")
 DENSE_K = 80  # units fetched from Chroma per question (a retrieval budget, not a weight)
+ADAPT = {"zh": 0.5, "en": 0.0}  # share of the learnt query adapter (ingest/adapter.py) by the question's language. Session O,
+# calibration split, 502 cases: w 0.5 for Chinese questions lifts zh hit@1 / hit@3 0.281 / 0.416 -> 0.303 / 0.461 with
+# confident-but-wrong 4 -> 3; for English ones it costs en hit@1 (0.341 -> 0.329) and the authored set 0.9 points, w 0.25 gains
+# nothing for them (English questions already lean on BM25, see Scoring.w_dense_en)
 
 
 @dataclass
@@ -143,6 +147,7 @@ class Engine:
         self.case_threads = np.bincount(self.note_case[self.note_case >= 0], minlength=len(self.case_ids)).astype(np.int64)
         self.ranges = {i: r for i, cid in enumerate(self.item_ids) if (r := versions.parse(self.item_versions(cid)))}
         self.version = src.version
+        self.adapter = query_adapter.load(self.embedder.id)
 
     def _unit_vectors(self, given: Callable[[], np.ndarray] | None = None) -> np.ndarray:
         """Every unit's vector in one matrix, for an exact dense search: on an embedded index this process owns, a
@@ -209,8 +214,9 @@ class Engine:
         np.maximum.at(out, self.unit_case if units is None else self.unit_case[units], unit_scores)
         return out
 
-    def candidates(self, text: str, mode: str = "full") -> Candidates:
-        """Raw dense and lexical scores of every document for the question's text."""
+    def candidates(self, text: str, mode: str = "full", adapt: float = 0.0) -> Candidates:
+        """Raw dense and lexical scores of every document for the question's text; `adapt` is the share of the
+        learnt query adapter in the question's vector (0: the embedder's vector as it is)."""
         t: dict[str, float] = {}
         n = len(self.doc_ids)
         dense = np.full(n, -np.inf, dtype=np.float32)
@@ -218,6 +224,8 @@ class Engine:
         if mode in ("full", "hybrid", "dense") and text.strip():
             t0 = time.perf_counter()
             vec = self.embedder.embed_query(text)
+            if adapt > 0 and self.adapter is not None:
+                vec = query_adapter.apply(self.adapter, np.asarray(vec, dtype=np.float32), adapt).tolist()
             t["embed"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             units, sims = self._dense_units(vec)
