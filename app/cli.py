@@ -277,7 +277,7 @@ def kb_adapt(
     exclude: Path = typer.Option(Path("eval/questions/real"), "--exclude", help="Real-thread question files whose threads must not be trained on."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Fit the query adapter on the KB's linked thread notes (needs torch and a built index; about 5 minutes)."""
+    """Fit the query adapter on the KB's linked thread notes (needs torch and a built index; 13 minutes on the 2-core machine, mostly embedding the notes)."""
     import numpy as np
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
