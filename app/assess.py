@@ -380,8 +380,9 @@ def assess(
     word-for-word matches count against meaning); the outcome says why each one is where it is."""
     sc = scoring
     n_items = len(engine.item_ids)
-    fin = np.isfinite(cand.dense[:n_items])
-    top_cos = float(cand.dense[:n_items][fin].max()) if fin.any() else 0.0
+    gate = (cand.dense if cand.closeness is None else cand.closeness)[:n_items]  # the embedder's own cosines
+    fin = np.isfinite(gate)
+    top_cos = float(gate[fin].max()) if fin.any() else 0.0
     top_lex = float(cand.lex[: len(engine.case_ids)].max()) if len(engine.case_ids) else 0.0
     base_all, dense_n, lex_n = _text_base(cand, mode, sc, text_lang)
     art = base_all[n_items:]

@@ -50,6 +50,8 @@ class Candidates:
     lex: np.ndarray  # pooled BM25, 0 where nothing matched
     timings: dict[str, float] = field(default_factory=dict)
     left_out: tuple[int, ...] = ()  # item positions the question may not draw on (the eval's own-thread notes)
+    closeness: np.ndarray | None = None  # pooled cosine of the embedder's own query vector when `dense` used the adapted
+    # one: the confidence gate (Scoring.tau_cos) was calibrated on these, and adapted cosines sit ~0.26 lower
 
 
 def _required(node) -> frozenset[str] | None:
@@ -221,19 +223,24 @@ class Engine:
         n = len(self.doc_ids)
         dense = np.full(n, -np.inf, dtype=np.float32)
         lex = np.zeros(n, dtype=np.float32)
+        closeness = None
         if mode in ("full", "hybrid", "dense") and text.strip():
             t0 = time.perf_counter()
             vec = self.embedder.embed_query(text)
+            raw = vec
             if adapt > 0 and self.adapter is not None:
                 vec = query_adapter.apply(self.adapter, np.asarray(vec, dtype=np.float32), adapt).tolist()
             t["embed"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             units, sims = self._dense_units(vec)
             dense = self._pool(sims, units)  # pooled over the top units only: the rest are -inf
+            if raw is not vec:
+                raw_units, raw_sims = self._dense_units(raw)  # one more product (~1 ms in memory) for the gate
+                closeness = self._pool(raw_sims, raw_units)
             t["dense"] = time.perf_counter() - t0
         if mode in ("full", "hybrid", "bm25") and text.strip():
             t0 = time.perf_counter()
             lex = self._pool(self.bm25.scores(text))
             lex[~np.isfinite(lex)] = 0
             t["bm25"] = time.perf_counter() - t0
-        return Candidates(dense=dense, lex=lex, timings=t)
+        return Candidates(dense=dense, lex=lex, timings=t, closeness=closeness)

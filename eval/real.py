@@ -153,6 +153,9 @@ def leave_out(question, items: list[int]):
     cand.dense, cand.lex = cand.dense.copy(), cand.lex.copy()
     cand.dense[items] = float("-inf")
     cand.lex[items] = 0.0
+    if cand.closeness is not None:
+        cand.closeness = cand.closeness.copy()
+        cand.closeness[items] = float("-inf")
     cand.left_out = tuple(items)
     q = copy.copy(question)
     q.cand = cand

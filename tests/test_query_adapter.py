@@ -38,7 +38,8 @@ def test_chinese_questions_go_through_the_adapter_english_ones_do_not(seed_engin
     assert ADAPT["zh"] > 0 and ADAPT["en"] == 0
     assert seed_engine.adapter is not None
     zh, en = "DPO 训练时 loss 很快降到 0，rewards/chosen 一直下降", "DPO loss drops to 0 quickly and rewards/chosen keeps falling"
-    with_zh, with_en = prepare(seed_engine, zh).cand.dense, prepare(seed_engine, en).cand.dense
+    adapted_zh, adapted_en = prepare(seed_engine, zh).cand, prepare(seed_engine, en).cand
+    with_zh, with_en = adapted_zh.dense, adapted_en.dense
     kept = seed_engine.adapter
     seed_engine.adapter = None
     try:
@@ -48,6 +49,25 @@ def test_chinese_questions_go_through_the_adapter_english_ones_do_not(seed_engin
     finite = np.isfinite(with_zh) & np.isfinite(plain_zh)
     assert finite.any() and not np.allclose(with_zh[finite], plain_zh[finite])
     assert np.array_equal(with_en, plain_en)
+    # the confidence gate keeps reading the embedder's own cosines (what Scoring.tau_cos was calibrated on)
+    assert adapted_zh.closeness is not None and adapted_en.closeness is None
+    assert np.array_equal(adapted_zh.closeness, plain_zh)
+    assert np.nanmax(plain_zh[np.isfinite(plain_zh)]) > np.nanmax(with_zh[np.isfinite(with_zh)])
+
+
+def test_adapted_chinese_question_is_gated_on_raw_cosines(seed_engine):
+    """Adapted cosines sit far below the calibrated gate; the gate reads the raw ones, so a close question still passes."""
+    from app.assess import SCORING
+    from app.diagnose import assess_question
+
+    q = "全量微调几步之后 loss 变成 0 了，梯度范数先变得很大，怎么回事？"
+    pq = prepare(seed_engine, q)
+    a = assess_question(seed_engine, pq, "full")
+    assert pq.cand.closeness is not None
+    assert a.top_cos == float(np.max(pq.cand.closeness[: len(seed_engine.item_ids)]))
+    adapted_top = float(np.max(pq.cand.dense[np.isfinite(pq.cand.dense)]))
+    assert adapted_top < SCORING.tau_cos <= a.top_cos
+    assert a.ranked[0].item_id == "deepspeed-comm-dtype-fp32-loss-zero"
 
 
 def test_fit_moves_questions_toward_their_case():

@@ -277,7 +277,7 @@ def test_run_upload_chart_cards_and_layout(browser, ui_server, tmp_path: Path):
 def test_chinese_question_gets_chinese_answer_and_interface(page: Page):
     answer = ask(page, click="全量微调几步之后 loss 变成 0 了，梯度范数先变得很大，怎么回事？")
     shot(page, "04-chinese")
-    expect(answer).to_contain_text(re.compile("可能的原因|把握不大"))  # a confident or a hedged answer, in Chinese either way
+    expect(answer).to_contain_text("可能的原因")
     assert re.search(r"[\u4e00-\u9fff]{4,}", titles(answer)[0])
     expect(page.locator("#tf-send")).to_have_text("发送")
     expect(page.locator("#tf-new")).to_have_text("新对话")
