@@ -266,6 +266,8 @@ def kb_check(
     rep = check(path, engine)
     for p in rep.problems:
         typer.echo(str(p))
+    for msg in rep.notices:
+        typer.echo(f"note: {msg}", err=True)
     n = len(rep.load.cases)
     typer.echo(f"{n} cases and {rep.notes} thread notes checked in {rep.load.files + rep.note_files} files: {len(rep.problems)} problem(s)", err=True)
     raise typer.Exit(1 if rep.problems or n == 0 else 0)
@@ -277,11 +279,12 @@ def kb_adapt(
     exclude: Path = typer.Option(Path("eval/questions/real"), "--exclude", help="Real-thread question files whose threads must not be trained on."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Fit the query adapter on the KB's linked thread notes (needs torch and a built index; 13 minutes on the 2-core machine, mostly embedding the notes)."""
+    """Fit the query adapter on the KB's linked thread notes (needs torch and a built index; about 5 minutes on the 2-core machine, mostly embedding the reports)."""
     import numpy as np
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from app.query_adapter import ADAPTER
+    from app.kb import load_cases, load_notes
+    from app.query_adapter import ADAPTER, kb_fingerprint
     from eval.real import load_real
     from ingest import adapter
 
@@ -292,16 +295,17 @@ def kb_adapt(
     urls = [q.source for q in real]
     texts, ys = adapter.training_pairs(engine, urls, {n for q in real for n in q.retold_by})
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True, disable=not sys.stderr.isatty()) as prog:
-        t1 = prog.add_task("embedding notes", total=len(texts))
+        t1 = prog.add_task("embedding reports", total=len(texts))
         vecs = []
-        for t in texts:
-            vecs.append(engine.embedder.embed_query(t))
-            prog.advance(t1)
+        for s in range(0, len(texts), 64):
+            vecs += engine.embedder.embed_queries(texts[s : s + 64])
+            prog.advance(t1, len(texts[s : s + 64]))
         t2 = prog.add_task("fitting", total=adapter.EPOCHS)
         m = adapter.fit(np.asarray(vecs, dtype=np.float32), ys, engine.unit_vecs, engine.unit_case, len(engine.case_ids),
                         progress=lambda ep: prog.advance(t2))
     path = out or ADAPTER
-    adapter.save(m, engine.embedder.id, path)
+    files = load_cases(include_drafts=True).cases  # what `kb check` compares with: the KB's files
+    adapter.save(m, engine.embedder.id, path, kb_fingerprint(files, load_notes(None, {c.id for c in files}).notes))
     res = {"path": str(path), "examples": len(texts), "excluded_threads": len(urls), "embedder": engine.embedder.id,
            "distance_from_identity": float(np.linalg.norm(m - np.eye(m.shape[0])))}
     typer.echo(json.dumps(res) if as_json else f"wrote {path}: {len(texts)} examples ({len(urls)} eval threads excluded), |A - I| = {res['distance_from_identity']:.2f}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.facts import Attachment
@@ -61,6 +61,7 @@ class CheckReport:
     problems: list[Problem]
     notes: int = 0
     note_files: int = 0
+    notices: list[str] = field(default_factory=list)  # worth knowing, not wrong: they do not fail the check
 
 
 def check_frozen(cases: list[Case], notes: list, folder: Path | None = None) -> list[Problem]:
@@ -97,6 +98,19 @@ def check_shipped() -> list[Problem]:
     return []
 
 
+def check_adapter(cases: list[Case], notes: list, path: Path | None = None) -> list[str]:
+    """kb/adapter.npz is fitted on the KB's cases and linked notes; after they change it still maps questions, but the
+    new knowledge is not in its training. A notice, not a problem: refitting needs torch and a few minutes."""
+    from app.query_adapter import ADAPTER, fitted_on, kb_fingerprint
+
+    path = path or ADAPTER
+    if not path.exists():
+        return []
+    if fitted_on(path) != kb_fingerprint(cases, notes):
+        return [f"{path.name} was fitted on an earlier state of the KB: refit with `trainfix kb adapt` (needs torch)"]
+    return []
+
+
 def check(path: Path | None = None, engine=None) -> CheckReport:
     res = load_cases(path or KB_DIR / "cases", include_drafts=True)
     problems = list(res.problems)
@@ -109,7 +123,8 @@ def check(path: Path | None = None, engine=None) -> CheckReport:
         problems += notes.problems
         problems += check_frozen(res.cases, notes.notes)
         problems += check_shipped()
-    return CheckReport(res, problems, len(notes.notes) if notes else 0, notes.files if notes else 0)
+    notices = check_adapter(res.cases, notes.notes) if notes is not None else []
+    return CheckReport(res, problems, len(notes.notes) if notes else 0, notes.files if notes else 0, notices)
 
 
 def stats(path: Path | None = None) -> dict:

@@ -9,6 +9,8 @@ units. At question time the vector becomes normalise((1 - w) q + w normalise(A q
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -42,3 +44,24 @@ def apply(matrix: np.ndarray | None, vec: np.ndarray, weight: float) -> np.ndarr
     a = a / (float(np.linalg.norm(a)) or 1.0)
     z = (1 - weight) * v + weight * a
     return z / (float(np.linalg.norm(z)) or 1.0)
+
+
+def kb_fingerprint(cases: Iterable, notes: Iterable) -> str:
+    """What a fit reads from the KB: the case ids and every linked note's report (title, symptom). A shipped
+    adapter with another fingerprint still maps queries, but the KB has changed under it (`trainfix kb check` says so)."""
+    ids = sorted(c.id for c in cases)
+    known = set(ids)
+    h = hashlib.sha256("\n".join(ids).encode("utf-8"))
+    for n in sorted(notes, key=lambda n: n.id):
+        if n.case in known:
+            h.update(f"\x01{n.id}\x00{n.case}\x00{n.title}\x00{n.symptom.en}\x00{n.symptom.zh}".encode())
+    return h.hexdigest()[:16]
+
+
+def fitted_on(path: Path = ADAPTER) -> str | None:
+    """The KB fingerprint stored with the adapter (None: no file, or one written before fingerprints)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return str(z["kb"]) if "kb" in z.files else None
+    except (OSError, ValueError):
+        return None

