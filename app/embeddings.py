@@ -133,24 +133,23 @@ class SentenceTransformerEmbeddings(CountingEmbeddings):
         self.documents_embedded = 0
         self.queries_embedded = 0
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+    def _encode(self, prefix: str, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        vecs = self._model.encode([self._pp + t for t in texts], normalize_embeddings=True, batch_size=32)
-        self.documents_embedded += len(texts)
+        vecs = self._model.encode([prefix + t for t in texts], normalize_embeddings=True, batch_size=32)
         return np.asarray(vecs, dtype=np.float32).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.documents_embedded += len(texts)
+        return self._encode(self._pp, texts)
 
     def embed_query(self, text: str) -> list[float]:
-        vec = self._model.encode([self._qp + text], normalize_embeddings=True)[0]
         self.queries_embedded += 1
-        return np.asarray(vec, dtype=np.float32).tolist()
+        return self._encode(self._qp, [text])[0]
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        vecs = self._model.encode([self._qp + t for t in texts], normalize_embeddings=True, batch_size=32)
         self.queries_embedded += len(texts)
-        return np.asarray(vecs, dtype=np.float32).tolist()
+        return self._encode(self._qp, texts)
 
 
 def resolve_st_model(model: str) -> str:
