@@ -226,15 +226,15 @@ class Engine:
         closeness = None
         if mode in ("full", "hybrid", "dense") and text.strip():
             t0 = time.perf_counter()
-            vec = self.embedder.embed_query(text)
-            raw = vec
-            if adapt > 0 and self.adapter is not None:
-                vec = query_adapter.apply(self.adapter, np.asarray(vec, dtype=np.float32), adapt).tolist()
+            raw = vec = self.embedder.embed_query(text)
+            adapted = adapt > 0 and self.adapter is not None
+            if adapted:
+                vec = query_adapter.apply(self.adapter, np.asarray(raw, dtype=np.float32), adapt).tolist()
             t["embed"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             units, sims = self._dense_units(vec)
             dense = self._pool(sims, units)  # pooled over the top units only: the rest are -inf
-            if raw is not vec:
+            if adapted:
                 raw_units, raw_sims = self._dense_units(raw)  # one more product (~1 ms in memory) for the gate
                 closeness = self._pool(raw_sims, raw_units)
             t["dense"] = time.perf_counter() - t0
