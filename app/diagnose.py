@@ -31,13 +31,23 @@ _TRIED_MARK = re.compile(
 )
 
 
+_CLAUSE_END = re.compile(r"[，,;；]\s*")
+
+
 def tried_statements(text: str) -> list[str]:
-    """The sentences in which the user says what they already did."""
+    """What the user says they already did: from the clause that says so to the end of its sentence. The clauses before
+    it describe the problem ("aux_loss is never added to the loss, and I have already trained half of it"), and a fix
+    named there was not tried."""
     out = []
     for m in _SENTENCE.finditer(text):
-        sent = m.group(0).strip()
-        if len(sent) > 3 and _TRIED_MARK.search(sent):
-            out.append(sent[:500])
+        sent = m.group(0)
+        mark = _TRIED_MARK.search(sent)
+        if mark is None:
+            continue
+        start = max((c.end() for c in _CLAUSE_END.finditer(sent, 0, mark.start())), default=0)
+        stmt = sent[start:].strip()
+        if len(stmt) > 3:
+            out.append(stmt[:500])
     return out
 
 

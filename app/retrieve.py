@@ -136,13 +136,8 @@ class Engine:
             self.unit_vecs = self._unit_vectors(None if vecs is None else lambda: vecs[keep])
         self.trigger_keys = [_trigger_keys(self.cases[cid]) for cid in self.case_ids]
         self.evidence_keys = [_evidence_keys(self.cases[cid]) for cid in self.case_ids]
-        # thread notes traced to each case: cited as its similar threads, and their count (by case position) is how often
-        # the trackers' resolved threads had this cause
-        self.linked_notes: dict[str, set[str]] = {}
-        for n in src.notes:
-            if n.case in self.case_index:
-                self.linked_notes.setdefault(n.case, set()).add(n.id)
-        # by item position: the position of the case a thread note is traced to (-1 for cases and unlinked notes)
+        # by item position: the position of the case a thread note is traced to (-1 for cases and unlinked notes); the
+        # count per case is how often the trackers' resolved threads had this cause
         self.note_case = np.array(
             [self.case_index.get(n.case or "", -1) if (n := self.notes.get(i)) else -1 for i in self.item_ids], dtype=np.int64
         )
@@ -200,6 +195,11 @@ class Engine:
                 pos.append(p)
                 score.append(h.score)
         return np.asarray(pos, dtype=np.int64), np.asarray(score, dtype=np.float32)
+
+    def linked_notes(self, case_id: str) -> set[str]:
+        """The thread notes traced to a case (its 'similar threads')."""
+        i = self.case_index.get(case_id)
+        return set() if i is None else {self.item_ids[j] for j in np.nonzero(self.note_case == i)[0]}
 
     def as_case(self, item_id: str) -> str:
         """The case a ranked item stands for: a thread note that links a case stands for it; anything else for itself."""

@@ -121,7 +121,7 @@ def item_labels(engine, item_id: str, left_out: frozenset[str] = frozenset()) ->
     that case (a note is linked only when the case explains its cause, so a label naming the note names the case's
     cause; the answer folds such a note into its case). Notes `left_out` (the question's own thread) lend nothing."""
     case = as_case(engine, item_id)
-    return {item_id, case} | (engine.linked_notes.get(case, set()) - left_out)
+    return {item_id, case} | (engine.linked_notes(case) - left_out)
 
 
 def own_thread_ids(engine, items: list[int]) -> frozenset[str]:

@@ -150,6 +150,24 @@ def test_follow_up_removes_the_cause_already_tried(engine, follow_up, lang):
     assert demoted.demoted and (("already tried" in demoted.demoted) if lang == "en" else ("已经尝试过" in demoted.demoted))
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "my ds config sets communication_data_type to fp32 and the loss goes to 0, I already trained half an epoch. what now?",
+        "ds 配置里 communication_data_type 设成了 fp32，loss 变成 0 了，已经训了半个 epoch，怎么办",
+    ],
+)
+def test_a_fix_named_before_the_already_clause_is_not_tried(engine, question):
+    """'Already' says what was done from its own clause on: the setting named while describing the problem was not tried."""
+    from app.diagnose import tried_statements
+
+    (stmt,) = tried_statements(question)
+    assert "communication_data_type" not in stmt
+    d = diagnose(engine, question, [Attachment("ds_config.json", DS_FP32)], top=10)
+    assert ranked_ids(d)[0] == "deepspeed-comm-dtype-fp32-loss-zero"
+    assert not d.causes[0].demoted
+
+
 def test_a_config_risk_for_another_symptom_is_set_aside(engine):
     """Full FT at lr 3e-4 is a real risk, but it does not explain an NCCL timeout during preprocessing."""
     cfg = "model_name_or_path: Qwen/Qwen2-7B-Instruct\nstage: sft\nfinetuning_type: full\nlearning_rate: 3.0e-4\ncutoff_len: 2048\ndataset: alpaca_en\n"
