@@ -22,16 +22,14 @@ from app.models import Diagnosis, Fact
 from app.retrieve import ADAPT, Candidates, Engine
 
 # "I already did X" statements: an explicit action, not just "still" / "还是" (which describe the symptom).
-# Sentences are split first and each is searched once, so the cost is linear in the text's length.
+# Sentences are split first and each is searched once (its clauses only up to the mark), so the cost is linear in the text.
 _SENTENCE = re.compile(r"[^.。!！?？\n]+")
+_CLAUSE_END = re.compile(r"[，,;；]\s*")
 _TRIED_MARK = re.compile(
     r"already|i(?:'ve| have)? tried|tried (?:to |setting |using |removing |lowering )|did ?n[o']t help|does ?n[o']t help|no luck|"
     r"已经|试过|尝试过|也试了|改过|换过|去掉了|删掉了|删除了",
     re.I,
 )
-
-
-_CLAUSE_END = re.compile(r"[，,;；]\s*")
 
 
 def tried_statements(text: str) -> list[str]:
