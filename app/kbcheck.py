@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ValidationError
 
 from app.facts import Attachment
 from app.kb import KB_DIR, LoadResult, Problem, canonical_url, load_cases, load_notes, load_taxonomy
@@ -85,6 +89,46 @@ def check_frozen(cases: list[Case], notes: list, folder: Path | None = None) -> 
     return out
 
 
+class _AuditChange(BaseModel):
+    note: str
+    case: str
+    verdict: Literal["unlink", "relink"]
+    to: str | None = None
+    why: str = ""
+
+
+class _AuditShare(BaseModel):
+    changes: list[_AuditChange] = []
+
+
+class _Audit(BaseModel):
+    """A link audit (kb/audits/*.yaml): the links people checked and found wrong, with why."""
+
+    shares: list[_AuditShare]
+
+
+def check_audited_links(notes: list, folder: Path | None = None) -> list[Problem]:
+    """A link an audit rejected may not come back: a note linked again to a case it was judged not to explain fails."""
+    folder = folder or KB_DIR / "audits"
+    rejected: dict[tuple[str, str], tuple[str, str]] = {}
+    out = []
+    for f in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        try:
+            audit = _Audit.model_validate(yaml.safe_load(f.read_text(encoding="utf-8")))
+        except (yaml.YAMLError, ValidationError) as e:
+            out.append(Problem(str(f), 0, f"not a link audit: {str(e).splitlines()[0]}"))
+            continue
+        for share in audit.shares:
+            for c in share.changes:
+                rejected[(c.note, c.case)] = (f.name, c.why)
+    for n in notes:
+        if n.case and (n.id, n.case) in rejected:
+            file, line = n.path.rsplit(":", 1)
+            audit_file, why = rejected[(n.id, n.case)]
+            out.append(Problem(file, int(line), f"note {n.id}: linked to {n.case}, a link {audit_file} judged wrong ({why[:160]})"))
+    return out
+
+
 def check_shipped() -> list[Problem]:
     """kb/vectors.npz must hold a vector for every unit of the KB (and nothing else), or first starts embed again."""
     from app.shipped import SHIPPED, stale
@@ -122,6 +166,7 @@ def check(path: Path | None = None, engine=None) -> CheckReport:
     if notes is not None:
         problems += notes.problems
         problems += check_frozen(res.cases, notes.notes)
+        problems += check_audited_links(notes.notes)
         problems += check_shipped()
     notices = check_adapter(res.cases, notes.notes) if notes is not None else []
     return CheckReport(res, problems, len(notes.notes) if notes else 0, notes.files if notes else 0, notices)
