@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from app.facts import Attachment
 from app.kb import KB_DIR, LoadResult, Problem, canonical_url, load_cases, load_notes, load_taxonomy
@@ -68,6 +68,12 @@ class CheckReport:
     notices: list[str] = field(default_factory=list)  # worth knowing, not wrong: they do not fail the check
 
 
+def _note_problem(note, message: str) -> Problem:
+    """A problem at the note's own line (the loader records it as 'file:line')."""
+    file, line = note.path.rsplit(":", 1)
+    return Problem(file, int(line), message)
+
+
 def check_frozen(cases: list[Case], notes: list, folder: Path | None = None) -> list[Problem]:
     """No case or note may cite a thread of the real eval set's frozen part, nor be a page that retells one."""
     try:
@@ -81,11 +87,10 @@ def check_frozen(cases: list[Case], notes: list, folder: Path | None = None) -> 
             if canonical_url(s.url) in frozen:
                 out.append(Problem(c.path, 2, f"sources: {s.url} is the frozen eval question {frozen[canonical_url(s.url)]}; cite another thread"))
     for n in notes:
-        file, line = n.path.rsplit(":", 1)
         if canonical_url(n.url) in frozen:
-            out.append(Problem(file, int(line), f"note {n.id}: {n.url} is the frozen eval question {frozen[canonical_url(n.url)]}"))
+            out.append(_note_problem(n, f"note {n.id}: {n.url} is the frozen eval question {frozen[canonical_url(n.url)]}"))
         elif n.id in retold:
-            out.append(Problem(file, int(line), f"note {n.id}: {n.url} retells the frozen eval question {retold[n.id]}'s thread"))
+            out.append(_note_problem(n, f"note {n.id}: {n.url} retells the frozen eval question {retold[n.id]}'s thread"))
     return out
 
 
@@ -95,6 +100,12 @@ class _AuditChange(BaseModel):
     verdict: Literal["unlink", "relink"]
     to: str | None = None
     why: str = ""
+
+    @model_validator(mode="after")
+    def _relink_names_its_case(self) -> _AuditChange:
+        if self.verdict == "relink" and not self.to:
+            raise ValueError(f"note {self.note}: a relink names the case it moved to (`to:`)")
+        return self
 
 
 class _AuditShare(BaseModel):
@@ -115,17 +126,21 @@ def check_audited_links(notes: list, folder: Path | None = None) -> list[Problem
     for f in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
         try:
             audit = _Audit.model_validate(yaml.safe_load(f.read_text(encoding="utf-8")))
-        except (yaml.YAMLError, ValidationError) as e:
+        except yaml.YAMLError as e:
             out.append(Problem(str(f), 0, f"not a link audit: {str(e).splitlines()[0]}"))
+            continue
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"]) or "top level"
+            out.append(Problem(str(f), 0, f"not a link audit: {where}: {err['msg']}"))
             continue
         for share in audit.shares:
             for c in share.changes:
                 rejected[(c.note, c.case)] = (f.name, c.why)
     for n in notes:
         if n.case and (n.id, n.case) in rejected:
-            file, line = n.path.rsplit(":", 1)
             audit_file, why = rejected[(n.id, n.case)]
-            out.append(Problem(file, int(line), f"note {n.id}: linked to {n.case}, a link {audit_file} judged wrong ({why[:160]})"))
+            out.append(_note_problem(n, f"note {n.id}: linked to {n.case}, a link {audit_file} judged wrong ({why[:160]})"))
     return out
 
 

@@ -41,6 +41,12 @@ def test_a_malformed_audit_is_named_and_the_rest_still_checked(tmp_path):
     assert any("note trainer-7" in p.message for p in problems)
 
 
+def test_a_relink_without_its_target_is_refused(tmp_path):
+    folder = _audit(tmp_path / "audits", [{"note": "trainer-8", "case": "lr-too-high", "verdict": "relink", "why": "x"}])
+    (problem,) = check_audited_links([], folder)
+    assert "not a link audit" in problem.message and problem.file.endswith("links.yaml")
+
+
 def test_the_shipped_kb_keeps_every_audited_link_out():
     from app.kb import load_notes
 
