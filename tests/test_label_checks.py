@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.kb import load_cases
+from app.kb import canonical_url, load_cases, load_notes
 from eval.real import load_real
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,11 +37,16 @@ def test_pooled_check_is_applied(record: Path, questions):
 
 def test_pooled_additions_do_not_cite_their_own_thread(questions):
     cases = {c.id: c for c in load_cases().cases}
+    notes = {n.id: n for n in load_notes().notes}
+
+    def cited(item: str) -> set[str]:
+        if item in cases:
+            return {canonical_url(s.url) for s in cases[item].sources}
+        return {canonical_url(notes[item].url)} if item in notes else set()
+
     bad = []
     for record in RECORDS:
         for ch in yaml.safe_load(record.read_text(encoding="utf-8"))["changes"]:
-            src = questions[ch["id"]].source.rstrip("/")
-            for item in ch["added"]:
-                if item in cases and any(s.url.rstrip("/") == src for s in cases[item].sources):
-                    bad.append((ch["id"], item))
+            src = canonical_url(questions[ch["id"]].source)
+            bad += [(ch["id"], item) for item in ch["added"] if src in cited(item)]
     assert not bad, f"labels added by a pooled check that cite the question's own thread: {bad}"
