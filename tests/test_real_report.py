@@ -1,7 +1,7 @@
 """The real-set report keeps the newest draw apart, so a fresh sample is never averaged into the older ones."""
 from __future__ import annotations
 
-from eval.real import RealQuestion, margin, report_lines, sample_of
+from eval.real import HEADROOM_HEADER, RealQuestion, headroom, margin, report_lines, sample_of
 
 
 def _row(qid: str, sample: str, hit: bool) -> dict:
@@ -64,3 +64,30 @@ def test_report_has_a_margin_table_marking_met_targets() -> None:
     zh = next(line for line in part.splitlines() if line.startswith("| all | zh |"))
     assert "+0.300 ✓" in en and "3 / 0" in en
     assert "+0.000 |" in zh and "✓" not in zh
+
+
+def test_headroom_takes_the_best_ranker_per_question_and_says_when_a_target_is_out_of_reach() -> None:
+    def rows(firsts: list[int | None], lang: str = "en") -> list[dict]:
+        out = []
+        for i, f in enumerate(firsts):
+            q = RealQuestion(id=f"{lang}{i}", lang=lang, q="x", expected=["case-a"], source=f"https://x/{lang}{i}", frozen=True)
+            out.append({"q": q, "first": f, "confident": False, "lat": 0.01, "hit@1": float(f == 0), "hit@3": float(f is not None and f < 3)})
+        return out
+
+    # 10 questions: BM25 first on q0; full on q1; dense on q2 and q0; nobody first on q3..q9 (q3 is 2nd for dense)
+    by_mode = {
+        "full": rows([1, 0, 4, None, None, None, None, None, None, None]),
+        "dense": rows([0, 3, 0, 1, None, None, None, None, None, None]),
+        "bm25": rows([0, None, None, None, None, None, None, None, None, None]),
+    }
+    h1 = headroom(by_mode, {f"en{i}" for i in range(10)}, 1)
+    assert (h1["n"], round(h1["oracle"], 3), round(h1["margin"], 3)) == (10, 0.3, 0.2)  # q0, q1, q2 vs BM25's q0
+    h3 = headroom(by_mode, {f"en{i}" for i in range(10)}, 3)
+    assert round(h3["oracle"], 3) == 0.4  # q3 is a top-3 hit for dense only
+    text = "\n".join(report_lines(by_mode))
+    part = text.split(HEADROOM_HEADER)[1]
+    en = next(line for line in part.splitlines() if line.startswith("| all | en |"))
+    assert "| 0.300 | +0.200 | yes |" in en and "| 0.400 | +0.300 | yes |" in en
+    by_mode["bm25"] = rows([0, 0, 0, 1, None, None, None, None, None, None])  # BM25 now finds all the oracle does
+    en = next(line for line in "\n".join(report_lines(by_mode)).split(HEADROOM_HEADER)[1].splitlines() if line.startswith("| all | en |"))
+    assert "| +0.000 | **no** |" in en
