@@ -276,9 +276,9 @@ HEADROOM_HEADER = "### headroom: the best ranker per question, chosen with hinds
 
 
 def headroom(rows_by_mode: dict[str, list[dict]], ids: set[str], k: int) -> dict[str, float]:
-    """hit@k of an oracle that, for each question, takes whichever mode ranked it best, as a margin over BM25. No fusion
-    of these rankers' scores can place a label first where none of them does without a new signal, so a target above
-    this bound needs new knowledge of the world (a stronger model), not new weights."""
+    """hit@k of an oracle that, for each question, takes whichever mode ranked it best, as a margin over BM25. Beating it
+    takes a fused ranking that puts first, again and again, labels none of these rankers puts first: a target above it
+    calls for a new signal (a stronger model, new knowledge), not new weights."""
     best: dict[str, int] = {}
     for rows in rows_by_mode.values():
         for r in rows:
@@ -299,7 +299,8 @@ def headroom_lines(rows_by_mode: dict[str, list[dict]], parts: list[tuple[str, o
         HEADROOM_HEADER,
         "",
         f"For each question the best of {', '.join(rows_by_mode)} (hindsight: no ranker can know which one is right), as a "
-        "margin over BM25. A target above this bound cannot be met by weighting the signals these rankers use.",
+        "margin over BM25. Above this bound, a fused ranking would have to put first, again and again, labels that none of "
+        "these rankers puts first; no weighting tried has (eval/before_after.md), so a target above it needs a new signal.",
         "",
         "| part | lang | n | best-of hit@1 | margin | hit@1 target reachable | best-of hit@3 | margin | hit@3 target reachable |",
         "|---|---|---|---|---|---|---|---|---|",
